@@ -1,0 +1,1 @@
+"""Reference kernel suite for pytest-gpuperf (repo-only; reached through pytest's `pythonpath`)."""
