@@ -1,0 +1,246 @@
+"""Which device the run measures: its stable key, properties, clocks and measured peaks.
+
+The key names a device *model* (and MIG slice), never one card, so a baseline recorded on one H100
+applies to every H100 of that model. Peaks are measured, not taken from datasheets: % of peak is
+only honest against what this machine really reaches.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# NVML clock-event reasons that mean the clocks are held down by something other than the load.
+_THROTTLE_NAMES = {
+    "SwPowerCap": "sw_power_cap",
+    "HwSlowdown": "hw_slowdown",
+    "HwThermalSlowdown": "hw_thermal",
+    "SwThermalSlowdown": "sw_thermal",
+    "HwPowerBrakeSlowdown": "hw_power_brake",
+}
+# Reasons worth a warning: thermal and hardware slowdowns. A power cap under a heavy matmul is the
+# card working as designed; it is recorded, not warned about.
+SEVERE_THROTTLE = frozenset({"hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"})
+
+# Sizes of the peak probes: big enough to fill the chip and to defeat the L2.
+_COPY_BYTES = {"cuda": 1 << 30, "cpu": 1 << 27}
+_MATMUL_N = {"cuda": 8192, "cpu": 1024}
+
+
+def slug(text: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def has_cuda() -> bool:
+    """True when torch is importable and sees a CUDA device."""
+    try:
+        return _torch().cuda.is_available()
+    except ImportError:
+        return False
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.cache
+def _nvml_handle(index: int):
+    """The NVML handle of torch's CUDA device `index` (matched by UUID), or None without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML (no driver, no nvidia-ml-py): clocks stay unknown
+        return None
+    torch = _torch()
+    uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
+    for candidate in (f"GPU-{uuid}", f"MIG-{uuid}", uuid):
+        try:
+            return pynvml.nvmlDeviceGetHandleByUUID(candidate)
+        except Exception:  # noqa: BLE001 - try the next spelling of the UUID
+            continue
+    try:
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+@dataclass
+class ClockState:
+    """SM clock and clock-event reasons read from NVML at one moment."""
+
+    sm_clock_mhz: int | None = None
+    throttle: list[str] = field(default_factory=list)
+
+
+def read_clocks(index: int | None) -> ClockState:
+    """Current SM clock and active throttle reasons; empty on CPU or without NVML."""
+    if index is None:
+        return ClockState()
+    handle = _nvml_handle(index)
+    if handle is None:
+        return ClockState()
+    import pynvml
+
+    state = ClockState()
+    try:
+        state.sm_clock_mhz = int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+        reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+    except Exception:  # noqa: BLE001 - some virtualised GPUs refuse these queries
+        return state
+    for nvml_name, name in _THROTTLE_NAMES.items():
+        if reasons & getattr(pynvml, f"nvmlClocksEventReason{nvml_name}", 0):
+            state.throttle.append(name)
+    return state
+
+
+def _mig_suffix(index: int, sm_count: int, memory_gib: float) -> str:
+    """'' for a whole GPU; a slice tag when the device is a MIG instance."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    handle = _nvml_handle(index)
+    if handle is not None:
+        import pynvml
+
+        try:
+            if pynvml.nvmlDeviceIsMigDeviceHandle(handle):
+                return "-mig-" + slug(pynvml.nvmlDeviceGetName(handle).split("MIG", 1)[-1])
+        except Exception:  # noqa: BLE001 - older drivers: fall through to the environment
+            pass
+    if "MIG-" in visible:
+        return f"-mig-{sm_count}sm-{round(memory_gib)}gb"
+    return ""
+
+
+def describe(index: int | None = None) -> dict[str, Any]:
+    """The device dict stored in baselines: key, name, capability, sm_count, memory_gib (peaks added later)."""
+    if not has_cuda():
+        name = _cpu_name()
+        return {"key": slug(f"cpu-{platform.machine()}-{name}"), "name": name, "capability": None,
+                "sm_count": os.cpu_count(), "memory_gib": None, "peaks": {}}
+    torch = _torch()
+    index = torch.cuda.current_device() if index is None else index
+    props = torch.cuda.get_device_properties(index)
+    memory_gib = round(props.total_memory / 2**30, 1)
+    key = slug(props.name) + _mig_suffix(index, props.multi_processor_count, memory_gib)
+    return {"key": key, "name": props.name, "capability": f"{props.major}.{props.minor}",
+            "sm_count": props.multi_processor_count, "memory_gib": memory_gib, "peaks": {}}
+
+
+def software_versions() -> dict[str, str | None]:
+    """Versions that change what a kernel costs: torch, triton, CUDA, driver, Python, this plugin."""
+    from . import __version__
+
+    versions: dict[str, str | None] = {"gpuperf": __version__, "python": platform.python_version()}
+    try:
+        torch = _torch()
+        versions["torch"] = torch.__version__
+        versions["cuda"] = torch.version.cuda
+    except ImportError:
+        versions["torch"] = versions["cuda"] = None
+    try:
+        import triton
+
+        versions["triton"] = triton.__version__
+    except ImportError:
+        versions["triton"] = None
+    versions["driver"] = None
+    if has_cuda():
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            versions["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        except Exception:  # noqa: BLE001 - no NVML: driver unknown
+            pass
+    return versions
+
+
+def peak_name(dtype_name: str) -> str:
+    """Key of the matmul peak for a dtype: 'bfloat16' -> 'bf16_tflops'."""
+    short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tf32": "tf32",
+             "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}.get(dtype_name, dtype_name)
+    return f"{short}_tflops"
+
+
+def measure_copy_gbps(config=None) -> float:
+    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written."""
+    from .timing import TimingConfig, measure
+
+    torch = _torch()
+    kind = "cuda" if has_cuda() else "cpu"
+    n = _COPY_BYTES[kind] // 4
+    src = torch.randn(n, device=kind)
+    dst = torch.empty_like(src)
+    m = measure(lambda: dst.copy_(src), config or TimingConfig(cache="warm", budget_s=0.3))
+    return round(2 * src.nbytes / m.median_ms / 1e6, 1)
+
+
+def measure_matmul_tflops(dtype_name: str, config=None) -> float:
+    """Dense square matmul rate (TFLOP/s) through the framework's library for one dtype ('tf32' allowed)."""
+    from .timing import TimingConfig, measure
+
+    torch = _torch()
+    kind = "cuda" if has_cuda() else "cpu"
+    n = _MATMUL_N[kind]
+    dtype = torch.float32 if dtype_name == "tf32" else getattr(torch, dtype_name)
+    if kind == "cpu" and dtype not in (torch.float32,):
+        dtype = torch.float32
+    a = torch.randn(n, n, device=kind).to(dtype)
+    b = torch.randn(n, n, device=kind).to(dtype)
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
+    try:
+        m = measure(lambda: a @ b, config or TimingConfig(cache="warm", budget_s=0.3))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    return round(2 * n**3 / m.median_ms / 1e9, 1)
+
+
+class Peaks:
+    """Measured peaks of this device, measured on first use and kept in a cache dict (pytest's cache)."""
+
+    def __init__(self, store: dict[str, float] | None = None) -> None:
+        self.values: dict[str, float] = dict(store or {})
+
+    def copy_gbps(self) -> float:
+        if "copy_gbps" not in self.values:
+            self.values["copy_gbps"] = measure_copy_gbps()
+        return self.values["copy_gbps"]
+
+    def matmul_tflops(self, dtype_name: str) -> float:
+        name = peak_name(dtype_name)
+        if name not in self.values:
+            self.values[name] = measure_matmul_tflops(dtype_name)
+        return self.values[name]
+
+
+def current_device(measure_peaks: bool = False) -> dict[str, Any]:
+    """describe() of the current device, with copy and matmul peaks measured when asked (for `gpuperf device`)."""
+    info = describe()
+    if measure_peaks:
+        peaks = Peaks()
+        peaks.copy_gbps()
+        dtypes = ("bfloat16", "float16", "tf32", "float32") if has_cuda() else ("float32",)
+        for dtype_name in dtypes:
+            peaks.matmul_tflops(dtype_name)
+        info["peaks"] = peaks.values
+    clocks = read_clocks(_torch().cuda.current_device() if has_cuda() else None)
+    info["sm_clock_mhz"] = clocks.sm_clock_mhz
+    return info

@@ -1,0 +1,517 @@
+"""pytest-gpuperf's pytest plugin: options, fixtures, per-test results, the regression gate, the summary.
+
+Without --gpuperf every `gpu_benchmark` call runs its function once and returns the result, so the
+same tests are correctness tests on any machine. With --gpuperf each call is measured (timing.py),
+turned into a result record, judged against this device's baseline (compare.py, re-measuring a
+suspect result before failing it), and carried to the controller in `report.user_properties`, which
+is how results from pytest-xdist workers reach one summary, one JSON file and one baseline.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from . import baseline as baseline_mod
+from . import compare
+from .device import Peaks, describe, has_cuda, read_clocks, software_versions
+from .timing import Measurement, TimingConfig, measure, cuda_sync_timer
+
+RECORD = "gpuperf"  # user_properties key of a test's result record
+_STATE = pytest.StashKey["GpuPerf"]()
+_ITEM_RECORD = pytest.StashKey[dict]()
+
+
+# --------------------------------------------------------------------------------------------
+# options
+# --------------------------------------------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuperf", "GPU performance measurement and regression gate (pytest-gpuperf)")
+    group.addoption("--gpuperf", action="store_true",
+                    help="measure every gpu_benchmark call (otherwise each runs once, as a correctness test)")
+    group.addoption("--gpuperf-baseline-dir", metavar="DIR",
+                    help="directory of <device-key>.yaml baselines (default: ini gpuperf_baseline_dir, 'baselines')")
+    group.addoption("--gpuperf-save", action="store_true",
+                    help="merge this run's measurements into this device's baseline file")
+    group.addoption("--gpuperf-no-compare", action="store_true",
+                    help="measure but do not compare with the stored baseline")
+    group.addoption("--gpuperf-threshold", metavar="PCT",
+                    help="slowdown that counts as a regression, e.g. 5%% (default: ini gpuperf_threshold, 5%%)")
+    group.addoption("--gpuperf-json", metavar="PATH", help="write results in pytest-benchmark's JSON format")
+    group.addoption("--gpuperf-markdown", metavar="PATH", help="write the summary table as Markdown")
+    group.addoption("--gpuperf-plot", metavar="DIR", help="write PNG plots (per kernel, baseline vs now)")
+    group.addoption("--gpuperf-trace-dir", metavar="DIR", help="write a chrome trace for every gpu_profile call")
+    group.addoption("--gpuperf-cache", metavar="cold|warm",
+                    help="flush the L2 before each sample (cold, default) or not (warm)")
+    group.addoption("--gpuperf-device", metavar="N", help="CUDA device index (under xdist: worker k uses k %% count)")
+    group.addoption("--gpuperf-precision", metavar="PCT",
+                    help="stop sampling once the median's 95%% CI is within this (default 0.5%%)")
+    group.addoption("--gpuperf-budget", metavar="SECONDS",
+                    help="sampling time budget per measurement (default 1.0)")
+    parser.addini("gpuperf_baseline_dir", "directory of <device-key>.yaml baselines", default="baselines")
+    parser.addini("gpuperf_threshold", "slowdown that counts as a regression", default="5%")
+    parser.addini("gpuperf_cache", "cold or warm L2 between samples", default="cold")
+    parser.addini("gpuperf_precision", "target precision of the median (95% CI half-width)", default="0.5%")
+    parser.addini("gpuperf_budget", "sampling time budget per measurement, seconds", default="1.0")
+    parser.addini("gpuperf_retries", "re-measurements of a suspect result before it fails", default="2")
+
+
+def _setting(config: pytest.Config, option: str, ini: str) -> tuple[str, str]:
+    """(value, where it came from) for an option that has an ini key."""
+    value = config.getoption(option)
+    if value is not None:
+        return str(value), "--" + option.replace("_", "-")
+    return str(config.getini(ini)), f"ini key {ini}"
+
+
+def _parse(config: pytest.Config, option: str, ini: str, parse: Callable[[str], Any]) -> Any:
+    text, where = _setting(config, option, ini)
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise ValueError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _cache_mode(text: str) -> str:
+    if text not in ("cold", "warm"):
+        raise ValueError(f"{text!r} is not a cache mode; use cold or warm")
+    return text
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError(f"{text!r} is not a non-negative whole number")
+    return int(text)
+
+
+@dataclass
+class Settings:
+    """Validated options of one session."""
+
+    enabled: bool
+    threshold: float
+    timing: TimingConfig
+    retries: int
+    baseline_dir: Path
+    save: bool
+    compare: bool
+    json_path: Path | None
+    markdown_path: Path | None
+    plot_dir: Path | None
+    trace_dir: Path | None
+    device_index: int | None
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> "Settings":
+        root = config.rootpath
+        base_text, _ = _setting(config, "gpuperf_baseline_dir", "gpuperf_baseline_dir")
+        device = config.getoption("gpuperf_device")
+        if device is not None and not str(device).isdigit():
+            raise pytest.UsageError(f"--gpuperf-device: {device!r} is not a device index (0, 1, ...)")
+        path = lambda opt: None if config.getoption(opt) is None else Path(config.getoption(opt))  # noqa: E731
+        return cls(
+            enabled=bool(config.getoption("gpuperf")),
+            threshold=_parse(config, "gpuperf_threshold", "gpuperf_threshold", compare.parse_threshold),
+            timing=TimingConfig(
+                cache=_parse(config, "gpuperf_cache", "gpuperf_cache", _cache_mode),
+                precision=_parse(config, "gpuperf_precision", "gpuperf_precision", compare.parse_threshold),
+                budget_s=_parse(config, "gpuperf_budget", "gpuperf_budget", _positive_float),
+            ),
+            retries=_count(str(config.getini("gpuperf_retries"))),
+            baseline_dir=root / base_text,
+            save=bool(config.getoption("gpuperf_save")),
+            compare=not config.getoption("gpuperf_no_compare"),
+            json_path=path("gpuperf_json"),
+            markdown_path=path("gpuperf_markdown"),
+            plot_dir=path("gpuperf_plot"),
+            trace_dir=path("gpuperf_trace_dir"),
+            device_index=None if device is None else int(device),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# session state
+# --------------------------------------------------------------------------------------------
+class GpuPerf:
+    """Everything one pytest process knows about the run: settings, device, peaks, baseline, results."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.is_worker = hasattr(config, "workerinput")
+        self.results: dict[str, dict] = {}
+        self.body_passed: set[str] = set()
+        self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._peaks: Peaks | None = None
+        self.collected: set[str] = set()
+        self.saved: int | None = None
+        self.write_error: str | None = None
+        self.device: dict[str, Any] = {}
+        self.baseline: baseline_mod.Baseline | None = None
+        if settings.enabled:
+            self._select_device()
+            self.device = describe()
+            self.baseline = self._load_baseline()
+
+    def _select_device(self) -> None:
+        if not has_cuda():
+            return
+        import torch
+
+        count = torch.cuda.device_count()
+        index = self.settings.device_index
+        if index is None and self.is_worker:
+            index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
+        if index is not None:
+            if index >= count:
+                raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
+            torch.cuda.set_device(index)
+
+    @property
+    def baseline_path(self) -> Path:
+        return baseline_mod.baseline_path(self.settings.baseline_dir, self.device["key"])
+
+    def _load_baseline(self) -> baseline_mod.Baseline | None:
+        try:
+            return baseline_mod.load(self.baseline_path, self.device["key"])
+        except baseline_mod.BaselineError as exc:
+            raise pytest.UsageError(f"gpuperf: {exc}") from None
+
+    @property
+    def peaks(self) -> Peaks:
+        """Measured peaks, kept in pytest's cache per device and torch version so runs share them."""
+        if self._peaks is None:
+            self._peaks = Peaks(self.config.cache.get(self._peaks_key(), {}) if self.config.cache else {})
+        return self._peaks
+
+    def _peaks_key(self) -> str:
+        return f"gpuperf/peaks/{self.device['key']}/{software_versions().get('torch')}"
+
+    def store_peaks(self) -> None:
+        if self._peaks is not None and self.config.cache is not None:
+            self.config.cache.set(self._peaks_key(), self._peaks.values)
+
+    # -- hooks of the registered session object -------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Under --gpuperf on CUDA, pytest-benchmark's `benchmark` fixture gets a synchronizing timer."""
+        bs = getattr(self.config, "_benchmarksession", None)
+        explicit = any(str(arg).startswith("--benchmark-timer") for arg in self.config.invocation_params.args)
+        if self.settings.enabled and bs is not None and not explicit and has_cuda():
+            from pytest_benchmark.utils import NameWrapper
+
+            bs.options["timer"] = NameWrapper(cuda_sync_timer)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if not self.settings.enabled:
+            return ["gpuperf: off (gpu_benchmark calls run once as correctness tests; --gpuperf to measure)"]
+        d, sw, s = self.device, software_versions(), self.settings
+        clock = read_clocks(_current_index()).sm_clock_mhz
+        base = self.baseline
+        stored = f"{self.baseline_path} ({len(base.entries)} entries)" if base else f"none yet at {self.baseline_path}"
+        arch = f", sm_{d['capability'].replace('.', '')}, {d['sm_count']} SMs" if d.get("capability") else ""
+        return [
+            f"gpuperf: {d['name']} [{d['key']}]{arch}" + (f", SM clock {clock} MHz" if clock else ""),
+            f"gpuperf: torch {sw.get('torch')}, triton {sw.get('triton')}, CUDA {sw.get('cuda')}, "
+            f"driver {sw.get('driver')}",
+            f"gpuperf: cache={s.timing.cache}, threshold={s.threshold:.1%}, precision={s.timing.precision:.2%}, "
+            f"budget={s.timing.budget_s:g}s; baseline: {stored}" + ("" if s.compare else " (not compared)"),
+        ]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collect result records (from this process or, under xdist, from the workers)."""
+        if report.when == "call":
+            for key, value in report.user_properties:
+                if key == RECORD:
+                    self.results[report.nodeid] = value
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = {item.nodeid for item in session.items}
+
+    def missing(self) -> list[str]:
+        """Baseline entries of tests collected in this session that produced no measurement."""
+        if self.baseline is None or not self.settings.compare:
+            return []
+        return sorted(k for k in self.baseline.entries if k in self.collected and k not in self.results)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.is_worker or not self.settings.enabled:
+            return
+        from . import report
+
+        results = list(self.results.values())
+        s = self.settings
+        sw = software_versions()
+        device = dict(self.device, peaks=dict(self.peaks.values))
+        try:
+            if s.save and results:
+                entries = {r["nodeid"]: baseline_mod.entry_from_result(r) for r in results if r.get("body_passed")}
+                baseline_mod.save(self.baseline_path, device, sw, entries)
+                self.saved = len(entries)
+            if s.json_path:
+                report.write_json(s.json_path, results, device, sw, self.started_at)
+            if s.markdown_path:
+                report.write_markdown(s.markdown_path, results, device, sw)
+            if s.plot_dir:
+                report.write_plots(s.plot_dir, results, self.baseline)
+        except (baseline_mod.BaselineError, OSError) as exc:
+            self.write_error = str(exc)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        if self.is_worker or not self.settings.enabled:
+            return
+        from . import report
+
+        tr = terminalreporter
+        results = list(self.results.values())
+        if results:
+            tr.write_sep("=", "gpuperf results")
+            for line in report.terminal_lines(results, self.device, width=tr._tw.fullwidth):
+                tr.write_line(line)
+        missing = self.missing()
+        if missing:
+            tr.write_line(f"gpuperf: {len(missing)} baseline entries collected but not measured (missing): "
+                          + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
+        regressions = [r for r in results if r.get("regression")]
+        if regressions:
+            tr.write_line(f"gpuperf: {len(regressions)} regression(s) against {self.baseline_path}",
+                          red=True, bold=True)
+        if self.write_error:
+            tr.write_line(f"gpuperf: could not write results: {self.write_error}", red=True, bold=True)
+        elif self.saved is not None:
+            tr.write_line(f"gpuperf: saved {self.saved} entries to {self.baseline_path}")
+
+
+# --------------------------------------------------------------------------------------------
+# the gpu_benchmark fixture
+# --------------------------------------------------------------------------------------------
+def _float_dtype(args: Any) -> str | None:
+    """Name of the precision that bounds a call's arithmetic: the first floating tensor's dtype,
+    'tf32' for float32 when torch may use tf32 matmuls."""
+    from .timing import _iter_tensors
+
+    for t in _iter_tensors(args):
+        if t.is_floating_point():
+            name = str(t.dtype).removeprefix("torch.")
+            if name == "float32" and t.is_cuda:
+                import torch
+
+                if torch.backends.cuda.matmul.allow_tf32:
+                    return "tf32"
+            return name
+    return None
+
+
+class GpuBenchmark:
+    """Call it like the function it measures: `out = gpu_benchmark(fn, *args, bytes=..., flops=...)`."""
+
+    def __init__(self, perf: GpuPerf, item: pytest.Item) -> None:
+        self._perf = perf
+        self._item = item
+        self.stats: dict[str, Any] | None = None
+        self.measurement: Measurement | None = None
+
+    def __call__(self, fn: Callable[..., Any], *args: Any, bytes: int | None = None, flops: int | None = None,
+                 **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        if self.stats is not None or self.measurement is not None:
+            raise RuntimeError(f"gpu_benchmark was already called in {self._item.nodeid}; "
+                               "call it once per test (parametrize for more cases)")
+        call = functools.partial(fn, *args, **kwargs)
+        with _oom_is_skip(self._item.nodeid):
+            if not self._perf.settings.enabled:
+                self.measurement = None
+                return call()
+            record, measurement = self._measure(call, (args, kwargs), bytes, flops)
+        self.stats = record
+        self.measurement = measurement
+        self._item.stash[_ITEM_RECORD] = record
+        for warning in measurement.warnings:
+            self._item.warn(pytest.PytestWarning(f"gpuperf: {warning}"))
+        return measurement.value
+
+    def _measure(self, call: Callable[[], Any], inputs: Any, nbytes: int | None,
+                 flops: int | None) -> tuple[dict, Measurement]:
+        perf, settings = self._perf, self._perf.settings
+        threshold = self._threshold()
+        base = None
+        if settings.compare and perf.baseline is not None:
+            base = perf.baseline.entries.get(self._item.nodeid)
+        best: tuple[dict, Measurement] | None = None
+        for attempt in range(settings.retries + 1):
+            measurement = measure(call, settings.timing, inputs=inputs)
+            record = self._record(measurement, inputs, nbytes, flops)
+            if best is None or record["median_ms"] < best[0]["median_ms"]:
+                best = (record, measurement)
+            verdict = compare.judge(base, best[0], threshold) if settings.compare else None
+            if verdict is None or verdict.time not in ("slower", "unsure"):
+                break
+        record, measurement = best
+        record["remeasured"] = attempt
+        record["threshold"] = threshold
+        record["baseline"] = base
+        if verdict is not None:
+            record.update(verdict=verdict.time, memory_verdict=verdict.memory, change=verdict.change,
+                          memory_change=verdict.memory_change, message=verdict.message,
+                          regression=compare.is_regression(verdict))
+        perf.store_peaks()
+        return record, measurement
+
+    def _threshold(self) -> float:
+        marker = self._item.get_closest_marker("gpuperf")
+        value = marker.kwargs.get("threshold") if marker else None
+        if value is None:
+            return self._perf.settings.threshold
+        try:
+            return compare.parse_threshold(str(value))
+        except ValueError as exc:
+            raise pytest.UsageError(f"{self._item.nodeid}: @pytest.mark.gpuperf(threshold=...): {exc}") from None
+
+    def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None) -> dict[str, Any]:
+        s = m.stats
+        seconds = s.median_ms / 1e3
+        gbps = nbytes / seconds / 1e9 if nbytes else None
+        tflops = flops / seconds / 1e12 if flops else None
+        pct = None
+        if m.method != "cpu" or not has_cuda():
+            fractions = []
+            if gbps is not None:
+                fractions.append(gbps / self._perf.peaks.copy_gbps())
+            dtype = _float_dtype(inputs) if tflops is not None else None
+            if dtype is not None:
+                fractions.append(tflops / self._perf.peaks.matmul_tflops(dtype))
+            pct = 100 * max(fractions) if fractions else None
+        item = self._item
+        marker = item.get_closest_marker("gpuperf")
+        name = getattr(item, "originalname", item.name)
+        return {
+            "nodeid": item.nodeid, "name": name,
+            "param": item.callspec.id if hasattr(item, "callspec") else "",
+            "group": (marker.kwargs.get("group") if marker else None) or name,
+            "median_ms": s.median_ms, "mean_ms": s.mean_ms, "min_ms": s.min_ms, "max_ms": s.max_ms,
+            "stddev_ms": s.stddev_ms, "q1_ms": s.q1_ms, "q3_ms": s.q3_ms, "noise": s.noise,
+            "ci_ms": list(s.ci_ms), "samples": s.samples, "gbps": gbps, "tflops": tflops, "pct_of_peak": pct,
+            "bytes": nbytes, "flops": flops, "peak_memory_bytes": m.peak_memory_bytes,
+            "method": m.method, "calls_per_sample": m.calls_per_sample, "cache": m.cache,
+            "sm_clock_mhz": m.sm_clock_mhz, "throttle": m.throttle, "warnings": m.warnings,
+            "wall_s": m.wall_s, "measured_s": m.measured_s, "data": m.samples_ms,
+        }
+
+
+class _oom_is_skip:
+    """Turn a CUDA out-of-memory error into a skip that names the test and the allocation."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        torch = sys.modules.get("torch")
+        if exc is None or torch is None or not isinstance(exc, torch.cuda.OutOfMemoryError):
+            return False
+        torch.cuda.empty_cache()
+        pytest.skip(f"CUDA out of memory in {self.nodeid}: {str(exc).splitlines()[0]}")
+        return True  # pragma: no cover - pytest.skip raises
+
+
+@pytest.fixture
+def gpu_benchmark(request: pytest.FixtureRequest) -> GpuBenchmark:
+    """Measure a GPU call (warm-up, CUDA events or graphs, L2 flush, adaptive samples) under --gpuperf;
+    otherwise call it once. Returns the call's result; `.stats` holds the measurement."""
+    return GpuBenchmark(request.config.stash[_STATE], request.node)
+
+
+@pytest.fixture
+def gpu_profile(request: pytest.FixtureRequest):
+    """`gpu_profile(fn, *args, **kwargs)` -> Profile of one warm call (kernels, launches, CUDA time)."""
+    from .profile import Profile, capture
+
+    perf: GpuPerf = request.config.stash[_STATE]
+    exported: list[Path] = []
+
+    def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Profile:
+        if not has_cuda():
+            pytest.skip("gpu_profile needs a CUDA device; none is visible")
+        prof = capture(functools.partial(fn, *args, **kwargs))
+        if perf.settings.trace_dir is not None:
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")
+            suffix = f"-{len(exported) + 1}" if exported else ""
+            exported.append(prof.export_chrome_trace(perf.settings.trace_dir / f"{stem}{suffix}.json"))
+        return prof
+
+    return run
+
+
+@pytest.fixture
+def gpu_assert_close():
+    """`gpu_assert_close(actual, expected, *, rtol=None, atol=None, precision=None)` with per-dtype defaults."""
+    from .tolerance import assert_close
+
+    return assert_close
+
+
+# --------------------------------------------------------------------------------------------
+# hooks
+# --------------------------------------------------------------------------------------------
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpuperf(threshold=None, group=None): per-test regression threshold "
+                                       "(e.g. '10%') and report group")
+    perf = GpuPerf(config, Settings.from_config(config))
+    config.stash[_STATE] = perf
+    config.pluginmanager.register(perf, "gpuperf-session")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Wrap each test in an NVTX range named after its node id, so `nsys profile pytest` reads well."""
+    torch = sys.modules.get("torch")
+    nvtx = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+    if nvtx:
+        torch.cuda.nvtx.range_push(item.nodeid)
+    try:
+        yield
+    finally:
+        if nvtx:
+            torch.cuda.nvtx.range_pop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Attach the result record to the call report and fail a test whose measurement regressed."""
+    outcome = yield
+    rep: pytest.TestReport = outcome.get_result()
+    record = item.stash.get(_ITEM_RECORD, None)
+    if rep.when != "call" or record is None:
+        return
+    record["body_passed"] = rep.passed
+    rep.user_properties.append((RECORD, record))
+    if rep.passed and record.get("regression"):
+        rep.outcome = "failed"
+        rep.longrepr = f"gpuperf regression: {record['message']}"
+
+
+def _current_index() -> int | None:
+    if not has_cuda():
+        return None
+    import torch
+
+    return torch.cuda.current_device()

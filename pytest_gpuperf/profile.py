@@ -1,0 +1,86 @@
+"""What one call of a function launches on the GPU, read from torch.profiler.
+
+Lets a test assert structure that timing can't show: "one kernel launch" (fusion worked), "no cast
+kernels", "uses a cuBLAS/cutlass kernel". The callable is called once to warm up (compile, autotune),
+then once under the profiler.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """One device operation (kernel, memcpy or memset) by name: how often it ran and its total device time."""
+
+    name: str
+    calls: int
+    cuda_time_us: float
+
+
+class Profile:
+    """Device operations of one call: `.kernels`, `.launches`, `.cuda_time_us`, plus search and export."""
+
+    def __init__(self, profiler: Any, kernels: list[KernelStat]) -> None:
+        self._profiler = profiler
+        self.kernels = kernels
+
+    @property
+    def launches(self) -> int:
+        """Device operations launched by the call (kernels, memcpys and memsets)."""
+        return sum(k.calls for k in self.kernels)
+
+    @property
+    def cuda_time_us(self) -> float:
+        return sum(k.cuda_time_us for k in self.kernels)
+
+    def find(self, pattern: str) -> list[KernelStat]:
+        """Kernels whose name matches the regular expression `pattern` (re.search, case-insensitive)."""
+        rx = re.compile(pattern, re.IGNORECASE)
+        return [k for k in self.kernels if rx.search(k.name)]
+
+    def export_chrome_trace(self, path: str | Path) -> Path:
+        """Write the trace for chrome://tracing or Perfetto; returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._profiler.export_chrome_trace(str(path))
+        return path
+
+    def table(self) -> str:
+        """The kernels as text, longest first (used in assertion messages)."""
+        rows = sorted(self.kernels, key=lambda k: -k.cuda_time_us)
+        lines = [f"{k.calls:>4} x {k.cuda_time_us:>10.1f} us  {k.name[:110]}" for k in rows]
+        return "\n".join([f"{self.launches} launches, {self.cuda_time_us:.1f} us on the device:", *lines])
+
+    def __repr__(self) -> str:
+        return f"Profile(launches={self.launches}, cuda_time_us={self.cuda_time_us:.1f}, kernels={len(self.kernels)})"
+
+
+def _device_time_us(event: Any) -> float:
+    total = getattr(event, "device_time_total", None)  # named cuda_time_total before torch 2.4
+    return float(event.cuda_time_total if total is None else total)
+
+
+def capture(fn: Callable[[], Any]) -> Profile:
+    """Profile one warm call of `fn` on the current CUDA device."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    calls: dict[str, int] = {}
+    times: dict[str, float] = {}
+    for event in prof.events():
+        if event.device_type != DeviceType.CUDA:
+            continue
+        calls[event.name] = calls.get(event.name, 0) + 1
+        times[event.name] = times.get(event.name, 0.0) + _device_time_us(event)
+    kernels = [KernelStat(name, calls[name], times[name]) for name in calls]
+    return Profile(prof, kernels)

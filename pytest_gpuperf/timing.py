@@ -1,0 +1,378 @@
+"""How one callable is timed: warm-up, CUDA events, CUDA graphs for short calls, L2 flush, adaptive samples.
+
+The rules (each one a trap seen in practice):
+- The first call compiles and autotunes; warm-up then runs until clocks and caches settle.
+- Device work is asynchronous: samples are CUDA events on the stream the work runs on, never a host
+  clock without a synchronize. Work still running on another stream after the measured stream is done
+  is detected, and such a callable is timed with a device-wide synchronize instead (and says so).
+- A call whose GPU time is shorter than its launch cost (or shorter than events resolve) is
+  launch-bound: it is captured k times in a CUDA graph and timed per replay; if it cannot be captured,
+  k eager calls are queued behind a GPU spin so that launch gaps are not measured.
+- Each sample starts from a cold L2 (a memset over twice the L2) unless the cache mode is `warm`; a
+  short GPU spin at the head of each batch keeps the host ahead of the device so no sample sees a
+  launch gap.
+- Samples are taken in batches until the median's 95% confidence interval is within the target
+  precision or the time budget is spent.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .device import SEVERE_THROTTLE, read_clocks
+
+# Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs, and a launch
+# costs several µs, so a few-µs kernel timed alone measures the launch.
+GRAPH_BELOW_MS = 0.02
+# A call whose host-side enqueue time exceeds this fraction of its GPU time cannot keep the GPU busy.
+LAUNCH_BOUND_RATIO = 0.5
+# GPU time a CUDA-graph replay aims for: long enough for events to resolve 0.1%.
+GRAPH_REPLAY_MS = 2.0
+MAX_GRAPH_CALLS = 1000
+# Work left on other streams after the measured stream finished, beyond which timing on the stream
+# alone would be a lie.
+PENDING_TOLERANCE_MS = 0.05
+# Host wall time a CPU sample aims for, so perf_counter's resolution is irrelevant.
+CPU_SAMPLE_S = 1e-4
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How hard to try: cache mode, target precision of the median, and the time budget."""
+
+    cache: str = "cold"  # "cold": flush L2 before each sample; "warm": don't
+    precision: float = 0.005  # stop once the median's 95% CI half-width is within this fraction
+    budget_s: float = 1.0  # stop sampling after this much wall time (warm-up not included)
+    warmup_s: float = 0.1  # keep calling after the first call for this long (clocks, caches)
+    min_samples: int = 10
+    max_samples: int = 100_000
+    batch_s: float = 0.05  # device time queued between checks of the stop rule
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Order statistics of a sample set, in milliseconds; `noise` is relative (1.4826 MAD / median)."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    stddev_ms: float
+    q1_ms: float
+    q3_ms: float
+    noise: float
+    ci_ms: tuple[float, float]
+    samples: int
+
+
+def summarize(samples_ms: list[float]) -> Stats:
+    """Median, spread and a distribution-free 95% CI of the median (order-statistic bounds)."""
+    data = sorted(samples_ms)
+    n = len(data)
+    median = statistics.median(data)
+    mad = statistics.median(abs(x - median) for x in data)
+    half = 1.96 * math.sqrt(n) / 2
+    lo = data[max(0, math.floor(n / 2 - half))]
+    hi = data[min(n - 1, math.ceil(n / 2 + half))]
+    q1, _, q3 = statistics.quantiles(data, n=4) if n > 1 else (median, median, median)
+    return Stats(
+        median_ms=median, mean_ms=statistics.fmean(data), min_ms=data[0], max_ms=data[-1],
+        stddev_ms=statistics.stdev(data) if n > 1 else 0.0, q1_ms=q1, q3_ms=q3,
+        noise=1.4826 * mad / median if median > 0 else 0.0, ci_ms=(lo, hi), samples=n,
+    )
+
+
+def ci_relative(stats: Stats) -> float:
+    """Half-width of the median's CI relative to the median."""
+    lo, hi = stats.ci_ms
+    return (hi - lo) / 2 / stats.median_ms if stats.median_ms > 0 else math.inf
+
+
+@dataclass
+class Measurement:
+    """Samples of one callable plus how they were taken; `value` is the result of a warm call."""
+
+    samples_ms: list[float]
+    method: str
+    calls_per_sample: int
+    cache: str
+    value: Any = None
+    peak_memory_bytes: int | None = None
+    sm_clock_mhz: int | None = None
+    throttle: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    wall_s: float = 0.0  # total time spent in measure(), warm-up and calibration included
+
+    def __post_init__(self) -> None:
+        self.stats = summarize(self.samples_ms)
+
+    @property
+    def median_ms(self) -> float:
+        return self.stats.median_ms
+
+    @property
+    def measured_s(self) -> float:
+        """Device time inside the samples themselves; wall_s minus this is the harness overhead."""
+        return sum(self.samples_ms) * self.calls_per_sample / 1e3
+
+
+def _iter_tensors(obj: Any, depth: int = 0):
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif depth < 3 and isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from _iter_tensors(item, depth + 1)
+    elif depth < 3 and isinstance(obj, dict):
+        for item in obj.values():
+            yield from _iter_tensors(item, depth + 1)
+
+
+def tensor_bytes(obj: Any) -> int:
+    """Bytes held by the distinct storages of the tensors in `obj` (args, nested lists/dicts)."""
+    seen: dict[int, int] = {}
+    for t in _iter_tensors(obj):
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def on_cuda(obj: Any) -> bool:
+    """True when any tensor in `obj` lives on a CUDA device: that decides which clock times the call."""
+    return any(t.is_cuda for t in _iter_tensors(obj))
+
+
+def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs: Any = ()) -> Measurement:
+    """Time `fn()`; CUDA timing when `inputs` or fn's result live on a CUDA device, a host clock otherwise."""
+    config = config or TimingConfig()
+    start = time.perf_counter()
+    value = fn()  # compile / autotune / load; also tells where the work runs
+    if on_cuda(inputs) or on_cuda(value):
+        m = _CudaTimer(fn, config, inputs).run()
+    else:
+        m = _measure_cpu(fn, config, value)
+    m.wall_s = time.perf_counter() - start
+    return m
+
+
+def _stop(samples: list[float], config: TimingConfig, started: float) -> bool:
+    if len(samples) >= config.max_samples or time.perf_counter() - started >= config.budget_s:
+        return True
+    return len(samples) >= config.min_samples and ci_relative(summarize(samples)) <= config.precision
+
+
+def _measure_cpu(fn: Callable[[], Any], config: TimingConfig, value: Any) -> Measurement:
+    deadline = time.perf_counter() + config.warmup_s
+    t0 = time.perf_counter()
+    calls = 0
+    while calls < 3 or time.perf_counter() < deadline:
+        fn()
+        calls += 1
+    per_call = (time.perf_counter() - t0) / calls
+    inner = max(1, math.ceil(CPU_SAMPLE_S / max(per_call, 1e-9)))
+    samples: list[float] = []
+    started = time.perf_counter()
+    while not _stop(samples, config, started):
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - t) * 1e3 / inner)
+    return Measurement(samples, "cpu", inner, "n/a", value=value)
+
+
+class _CudaTimer:
+    """One CUDA measurement: warm-up and calibration, method choice, then batches of samples."""
+
+    def __init__(self, fn: Callable[[], Any], config: TimingConfig, inputs: Any) -> None:
+        import torch
+
+        self.torch = torch
+        self.fn = fn
+        self.config = config
+        self.inputs = inputs
+        self.index = torch.cuda.current_device()
+        self.warnings: list[str] = []
+        self.clocks: list[int] = []
+        self.throttle: set[str] = set()
+
+    # -- calibration -------------------------------------------------------------------------
+    def _event(self):
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def _warmup(self) -> tuple[float, float]:
+        """Call fn until warm-up time is spent; return (GPU ms per call, host enqueue ms per call)."""
+        torch = self.torch
+        pairs, host = [], []
+        deadline = time.perf_counter() + self.config.warmup_s
+        while len(pairs) < 5 or (time.perf_counter() < deadline and len(pairs) < 10_000):
+            begin, end = self._event(), self._event()
+            begin.record()
+            t = time.perf_counter()
+            self.fn()
+            host.append(time.perf_counter() - t)
+            end.record()
+            pairs.append((begin, end))
+            if len(pairs) % 64 == 0:  # don't let an unbounded queue build up
+                end.synchronize()
+        torch.cuda.synchronize()
+        steady = pairs[len(pairs) // 2:]
+        return statistics.median(b.elapsed_time(e) for b, e in steady), statistics.median(host[len(host) // 2:]) * 1e3
+
+    def _pending_ms(self) -> float:
+        """Time the device stays busy after the measured stream finished one call (other streams' work)."""
+        torch = self.torch
+        best = math.inf
+        for _ in range(3):
+            torch.cuda.synchronize()
+            end = self._event()
+            self.fn()
+            end.record()
+            end.synchronize()
+            t = time.perf_counter()
+            torch.cuda.synchronize()
+            best = min(best, (time.perf_counter() - t) * 1e3)
+        return best
+
+    def _peak_memory(self) -> tuple[Any, int]:
+        """One call's result and its peak memory: inputs plus everything allocated during the call."""
+        torch = self.torch
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        value = self.fn()
+        torch.cuda.synchronize()
+        return value, torch.cuda.max_memory_allocated() - before + tensor_bytes(self.inputs)
+
+    def _spin_cycles_per_ms(self) -> float:
+        return _spin_rate(self.torch, self.index)
+
+    # -- sampling ----------------------------------------------------------------------------
+    def _pad(self, host_ms: float) -> None:
+        """Busy the GPU long enough for the host to queue what follows, so no launch gap is timed."""
+        self.torch.cuda._sleep(int(min(host_ms * 1.5 + 0.02, 50.0) * self._spin_cycles_per_ms()))
+
+    def _read_clocks(self) -> None:
+        state = read_clocks(self.index)
+        if state.sm_clock_mhz:
+            self.clocks.append(state.sm_clock_mhz)
+        self.throttle.update(state.throttle)
+
+    def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, sync: bool) -> list[float]:
+        """Run the sampling loop: batches of [flush][start][body][end] until the stop rule holds."""
+        torch = self.torch
+        flush = _flush_buffer(torch, self.index) if self.config.cache == "cold" else None
+        flush_ms = 0.0 if flush is None else flush.numel() / 2.0e9  # ~2 TB/s memset: only sizes batches
+        per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + 0.005))))
+        samples: list[float] = []
+        started = time.perf_counter()
+        while not _stop(samples, self.config, started):
+            n = max(per_batch, self.config.min_samples - len(samples))
+            events = [(self._event(), self._event()) for _ in range(n)]
+            self._pad(host_ms * 2)
+            for begin, end in events:
+                if flush is not None:
+                    flush.zero_()
+                begin.record()
+                body()
+                if sync:
+                    torch.cuda.synchronize()
+                end.record()
+            torch.cuda.synchronize()
+            samples.extend(b.elapsed_time(e) / divisor for b, e in events)
+            self._read_clocks()
+        return samples
+
+    def _graph(self, calls: int):
+        """Capture `calls` calls of fn in one CUDA graph, or None if fn cannot be captured."""
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.stream(side):
+                self.fn()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(calls):
+                    self.fn()
+        except Exception as exc:  # noqa: BLE001 - not capturable (syncs, CPU work, RNG): fall back
+            torch.cuda.synchronize()
+            self.warnings.append(f"CUDA graph capture failed ({type(exc).__name__}); timed queued eager calls")
+            return None
+        return graph
+
+    def run(self) -> Measurement:
+        gpu_ms, host_ms = self._warmup()
+        pending = self._pending_ms()
+        value, peak = self._peak_memory()
+        self._read_clocks()
+        if pending > max(PENDING_TOLERANCE_MS, 0.1 * gpu_ms):
+            self.warnings.append(
+                f"work was still running {pending:.3f} ms after the measured stream finished: the callable "
+                "uses other streams; each sample waits for the whole device (times include a synchronize)")
+            method, calls = "device-sync", 1
+            samples = self._sample(self.fn, host_ms, gpu_ms + pending, 1, sync=True)
+        elif gpu_ms < GRAPH_BELOW_MS or host_ms > LAUNCH_BOUND_RATIO * gpu_ms:
+            calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
+            graph = self._graph(calls)
+            if graph is not None:
+                method = "graph"
+                samples = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, sync=False)
+            else:
+                method = "queued"
+                calls = max(1, min(calls, math.floor(40.0 / max(host_ms, 1e-3))))
+
+                def body() -> None:
+                    for _ in range(calls):
+                        self.fn()
+
+                samples = self._sample(body, host_ms * calls, gpu_ms * calls, calls, sync=False)
+        else:
+            method, calls = "events", 1
+            samples = self._sample(self.fn, host_ms, gpu_ms, 1, sync=False)
+        severe = sorted(self.throttle & SEVERE_THROTTLE)
+        if severe:
+            self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
+        return Measurement(
+            samples, method, calls, self.config.cache, value=value, peak_memory_bytes=peak,
+            sm_clock_mhz=int(statistics.median(self.clocks)) if self.clocks else None,
+            throttle=sorted(self.throttle), warnings=self.warnings,
+        )
+
+
+_FLUSH: dict[int, Any] = {}
+_SPIN: dict[int, float] = {}
+
+
+def _flush_buffer(torch, index: int):
+    """A byte buffer twice the size of the L2, kept for the session; zeroing it evicts the L2."""
+    if index not in _FLUSH:
+        l2 = getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or (64 << 20)
+        _FLUSH[index] = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=f"cuda:{index}")
+    return _FLUSH[index]
+
+
+def _spin_rate(torch, index: int) -> float:
+    """Cycles of torch.cuda._sleep per millisecond on this device (measured once)."""
+    if index not in _SPIN:
+        cycles = 1_000_000
+        torch.cuda._sleep(cycles)  # first launch loads the module
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _SPIN[index] = cycles / max(begin.elapsed_time(end), 1e-3)
+    return _SPIN[index]
+
+
+def cuda_sync_timer() -> float:
+    """A host clock that first waits for the current CUDA device (pytest-benchmark's timer under --gpuperf)."""
+    import torch
+
+    torch.cuda.synchronize()
+    return time.perf_counter()
