@@ -1,0 +1,354 @@
+"""Per-GPU YAML baselines: load, validate, merge and save atomically under a file lock.
+
+One file per device model, ``<baseline dir>/<device key>.yaml``::
+
+    schema_version: 1
+    device: {key: ..., name: ..., capability: "9.0", sm_count: 132, memory_gib: 79.2, peaks: {...}}
+    software: {torch: ..., triton: ..., cuda: ..., driver: ...}
+    recorded_at: '2026-11-23T10:00:00Z'
+    entries:
+      <test node id>: {median_ms: ..., noise: ..., samples: ..., ...}
+
+Reading uses ``yaml.safe_load``; every problem with a file raises :class:`BaselineError` whose message
+names the file, says what is wrong and how to fix it. A file that cannot be validated is never
+overwritten: :func:`save` re-reads and validates the existing file under the lock before merging.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCHEMA_VERSION = 1
+
+#: Keys kept per entry (everything else in a result record, e.g. the per-sample "data", stays out of
+#: the YAML). "ci_ms" lets the comparison use the measured confidence interval of the baseline's
+#: median rather than a normal approximation; "group" keeps the marker's group for `gpuperf show`;
+#: "throttle" records the NVML throttle reasons seen while measuring.
+ENTRY_KEYS = (
+    "median_ms",
+    "mean_ms",
+    "min_ms",
+    "stddev_ms",
+    "noise",
+    "ci_ms",
+    "samples",
+    "gbps",
+    "tflops",
+    "pct_of_peak",
+    "peak_memory_bytes",
+    "method",
+    "cache",
+    "sm_clock_mhz",
+    "throttle",
+    "group",
+)
+
+#: Seconds to wait for another writer's lock before giving up with a clear message.
+LOCK_TIMEOUT_S = 120.0
+
+_FLOAT_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms", "noise", "gbps", "tflops", "pct_of_peak")
+_INT_KEYS = ("samples", "peak_memory_bytes", "sm_clock_mhz")
+_SIGNIFICANT_DIGITS = 6  # plenty for timings whose noise is >= 0.1%; keeps the YAML diff-friendly
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be used. The message names the file, the problem and the fix."""
+
+
+@dataclass
+class Baseline:
+    path: Path
+    device: dict
+    software: dict
+    recorded_at: str
+    entries: dict[str, dict] = field(default_factory=dict)
+
+
+def baseline_path(directory: Path, device_key: str) -> Path:
+    """The baseline file of ``device_key`` under ``directory``."""
+    return Path(directory) / f"{device_key}.yaml"
+
+
+# ----------------------------------------------------------------------------------------------
+# entries
+
+
+def _round(x: float) -> float:
+    if x == 0 or not math.isfinite(x):
+        return x
+    return float(f"{x:.{_SIGNIFICANT_DIGITS}g}")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _plain(value: Any) -> Any:
+    """Convert numpy scalars, tuples etc. into plain YAML-safe Python values."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _round(value) if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    # numpy scalars and friends
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            return _plain(item())
+        except Exception:  # pragma: no cover - defensive
+            pass
+    for conv in (int, float):
+        try:
+            return _plain(conv(value))
+        except (TypeError, ValueError):
+            continue
+    return str(value)
+
+
+def entry_from_result(result: dict) -> dict:
+    """The part of a per-test result record that is stored in the baseline (see ENTRY_KEYS)."""
+    entry = {}
+    for key in ENTRY_KEYS:
+        if key in result:
+            entry[key] = _plain(result[key])
+    for key in _INT_KEYS:
+        if _is_number(entry.get(key)):
+            entry[key] = int(round(entry[key]))
+    return entry
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """What is wrong with one stored entry, or None."""
+    if not isinstance(entry, dict):
+        return f"is a {type(entry).__name__}, not a mapping of measurements"
+    median = entry.get("median_ms")
+    if not _is_number(median) or not math.isfinite(median) or median <= 0:
+        return f"median_ms must be a positive number, got {median!r}"
+    for key in _FLOAT_KEYS + _INT_KEYS:
+        if key in entry and entry[key] is not None:
+            value = entry[key]
+            if not _is_number(value) or not math.isfinite(value) or value < 0:
+                return f"{key} must be a non-negative number or null, got {value!r}"
+    samples = entry.get("samples")
+    if samples is not None and samples < 1:
+        return f"samples must be >= 1, got {samples!r}"
+    ci = entry.get("ci_ms")
+    if ci is not None:
+        if not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(v) and math.isfinite(v) for v in ci)
+                and ci[0] <= ci[1]):
+            return f"ci_ms must be [low, high] in ms, got {ci!r}"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# reading
+
+
+def _fmt_time(value: Any) -> str:
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        return value.isoformat(timespec="seconds") + "Z"
+    return "" if value is None else str(value)
+
+
+def _validate(path: Path, data: Any, device_key: str | None) -> Baseline:
+    fix_regen = (
+        "fix it by hand, restore it from version control (git checkout -- FILE), "
+        "or delete it and re-record with `pytest --gpuperf --gpuperf-save`"
+    ).replace("FILE", str(path))
+    if data is None:
+        raise BaselineError(f"{path}: the baseline file is empty; {fix_regen}")
+    if not isinstance(data, dict):
+        raise BaselineError(
+            f"{path}: not a gpuperf baseline (top level is a {type(data).__name__}, expected a mapping "
+            f"with schema_version, device and entries); {fix_regen}"
+        )
+    version = data.get("schema_version")
+    if version is None:
+        raise BaselineError(f"{path}: no schema_version, so this is not a gpuperf baseline file; {fix_regen}")
+    if version != SCHEMA_VERSION:
+        raise BaselineError(
+            f"{path}: schema_version {version!r} is not supported (this pytest-gpuperf reads version "
+            f"{SCHEMA_VERSION}); re-record it with this version (`pytest --gpuperf --gpuperf-save` after "
+            f"deleting the file) or use the pytest-gpuperf version that wrote it"
+        )
+    device = data.get("device")
+    if not isinstance(device, dict) or not isinstance(device.get("key"), str) or not device.get("key"):
+        raise BaselineError(f"{path}: 'device' must be a mapping with a 'key' string; {fix_regen}")
+    if device_key is not None and device["key"] != device_key:
+        raise BaselineError(
+            f"{path}: this baseline is for device {device['key']!r}, but this machine's device is "
+            f"{device_key!r}; a baseline is only valid on the GPU model it was recorded on. Rename or "
+            f"move the file, or point --gpuperf-baseline-dir at the right directory "
+            f"(this device's file is {path.parent / (device_key + '.yaml')})"
+        )
+    software = data.get("software")
+    if software is None:
+        software = {}
+    if not isinstance(software, dict):
+        raise BaselineError(f"{path}: 'software' must be a mapping; {fix_regen}")
+    entries = data.get("entries")
+    if entries is None:
+        entries = {}
+    if not isinstance(entries, dict):
+        raise BaselineError(f"{path}: 'entries' must be a mapping of test id -> measurements; {fix_regen}")
+    for name, entry in entries.items():
+        problem = _entry_problem(entry)
+        if problem:
+            raise BaselineError(f"{path}: entry {name!r}: {problem}; {fix_regen}")
+    return Baseline(
+        path=path,
+        device=device,
+        software=software,
+        recorded_at=_fmt_time(data.get("recorded_at")),
+        entries={str(k): v for k, v in entries.items()},
+    )
+
+
+def _read(path: Path, device_key: str | None) -> Baseline | None:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise BaselineError(f"{path}: is a directory, not a baseline file; remove it or choose another path") from None
+    except OSError as exc:
+        raise BaselineError(
+            f"{path}: cannot read the baseline file ({exc.strerror or exc}); check its permissions"
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BaselineError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}), so not a gpuperf baseline; restore it "
+            f"from version control or delete it and re-record with `pytest --gpuperf --gpuperf-save`"
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BaselineError(
+            f"{path}: corrupt YAML{where} ({problem}); restore it from version control "
+            f"(git checkout -- {path}) or delete it and re-record with `pytest --gpuperf --gpuperf-save`"
+        ) from None
+    return _validate(path, data, device_key)
+
+
+def load(path: Path, device_key: str | None = None) -> Baseline | None:
+    """Read and validate a baseline. None if the file does not exist; BaselineError if it is unusable
+    (unreadable, corrupt YAML, not a mapping, wrong schema_version, another device's file, a bad entry)."""
+    return _read(Path(path), device_key)
+
+
+# ----------------------------------------------------------------------------------------------
+# writing
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+
+
+def _dump(device: dict, software: dict, recorded_at: str, entries: dict[str, dict]) -> str:
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "device": _plain(device),
+        "software": _plain(software or {}),
+        "recorded_at": recorded_at,
+        "entries": {k: _plain(entries[k]) for k in sorted(entries)},
+    }
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=200)
+
+
+def _file_mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def save(path: Path, device: dict, software: dict, entries: dict[str, dict]) -> Baseline:
+    """Merge ``entries`` (test id -> entry) into the baseline at ``path`` and write it atomically.
+
+    Under a file lock (``<path>.lock``): re-read and validate the existing file (a corrupt or foreign
+    file raises BaselineError and is left untouched), keep the entries that were not run, replace the
+    ones that were, update device/software/recorded_at, write to a temporary file in the same
+    directory and ``os.replace`` it over the old one. Safe for concurrent writers (threads, processes,
+    pytest-xdist workers)."""
+    from filelock import FileLock, Timeout
+
+    path = Path(path)
+    if not isinstance(device, dict) or not device.get("key"):
+        raise BaselineError(f"{path}: cannot save: the device has no key ({device!r})")
+    entries = {str(name): entry_from_result(entry) for name, entry in entries.items()}
+    for name, entry in entries.items():
+        problem = _entry_problem(entry)
+        if problem:
+            raise BaselineError(f"{path}: cannot save entry {name!r}: {problem}")
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BaselineError(
+            f"{path}: cannot create the baseline directory {directory} ({exc.strerror or exc}); create it "
+            f"yourself or choose a writable one with --gpuperf-baseline-dir"
+        ) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise BaselineError(
+            f"{path}: the baseline directory {directory} is not writable; make it writable "
+            f"(chmod u+w {directory}) or choose another one with --gpuperf-baseline-dir"
+        )
+    lock = FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
+    try:
+        with lock:
+            old = _read(path, device["key"])
+            merged = dict(old.entries) if old is not None else {}
+            merged.update(entries)
+            recorded_at = _utc_now()
+            text = _dump(device, software, recorded_at, merged)
+            mode = _file_mode(path)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(tmp, mode)
+                os.replace(tmp, path)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+    except Timeout:
+        raise BaselineError(
+            f"{path}: timed out after {LOCK_TIMEOUT_S:.0f} s waiting for the lock {path}.lock; if no other "
+            f"pytest run is saving baselines, delete the lock file"
+        ) from None
+    except OSError as exc:
+        raise BaselineError(
+            f"{path}: cannot write the baseline ({exc.strerror or exc}); make {directory} writable or choose "
+            f"another directory with --gpuperf-baseline-dir"
+        ) from None
+    return Baseline(path=path, device=_plain(device), software=_plain(software or {}),
+                    recorded_at=recorded_at, entries={k: merged[k] for k in sorted(merged)})

@@ -1,0 +1,223 @@
+"""The ``gpuperf`` command: compare, show and plot baselines/results, and describe this machine's device.
+
+    gpuperf compare OLD NEW [--threshold 5%]   exit 0: nothing slower, 1: something slower, 2: bad input
+    gpuperf show [FILE]                        exit 0, 2: bad input
+    gpuperf plot FILE... -o OUT.png            exit 0, 2: bad input
+    gpuperf device                             exit 0 (2 if the device cannot be queried)
+
+Errors print one line to stderr that names the file; no tracebacks (set GPUPERF_DEBUG=1 to get them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from .baseline import BaselineError, baseline_path
+from .compare import DEFAULT_THRESHOLD, is_regression, judge, parse_threshold
+
+EXIT_OK = 0
+EXIT_SLOWER = 1
+EXIT_BAD_INPUT = 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so main() always returns an exit code."""
+
+    def error(self, message):
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+def _width() -> int:
+    return max(100, shutil.get_terminal_size((120, 24)).columns)
+
+
+def _load(path: str):
+    from .report import load_results
+
+    return load_results(Path(path))
+
+
+def _by_id(results: list[dict]) -> dict[str, dict]:
+    return {r["nodeid"]: r for r in results}
+
+
+def _cmd_compare(args) -> int:
+    from .report import compare_lines
+
+    threshold = parse_threshold(args.threshold) if args.threshold is not None else None
+    old_dev, old = _load(args.old)
+    new_dev, new = _load(args.new)
+    if old_dev and new_dev and old_dev.get("key") != new_dev.get("key"):
+        print(f"gpuperf: note: comparing different devices: {args.old} is {old_dev.get('key')}, "
+              f"{args.new} is {new_dev.get('key')}", file=sys.stderr)
+    old_map, new_map = _by_id(old), _by_id(new)
+    verdicts = {}
+    for key in sorted(set(old_map) | set(new_map)):
+        t = threshold
+        if t is None:  # the per-test threshold recorded by the plugin, else the default
+            rec = new_map.get(key) or {}
+            try:
+                t = parse_threshold(rec["threshold"]) if rec.get("threshold") is not None else DEFAULT_THRESHOLD
+            except ValueError:
+                t = DEFAULT_THRESHOLD
+        verdicts[key] = judge(old_map.get(key), new_map.get(key), t)
+    print(f"gpuperf compare: {args.old} -> {args.new}")
+    print("\n".join(compare_lines(verdicts, old_map, new_map, width=_width())))
+    return EXIT_SLOWER if any(is_regression(v) for v in verdicts.values()) else EXIT_OK
+
+
+def _current_device(measure_peaks: bool):
+    from . import device as device_mod
+
+    return device_mod.current_device(measure_peaks=measure_peaks)
+
+
+def _cmd_show(args) -> int:
+    from .baseline import load as load_baseline
+    from .report import results_from_baseline, terminal_lines
+
+    path = args.file
+    if path is None:
+        try:
+            dev = _current_device(measure_peaks=False)
+        except Exception as exc:
+            raise _UsageError(f"gpuperf show: cannot determine this machine's device ({exc}); pass a FILE") from None
+        path = baseline_path(Path(args.baseline_dir), dev["key"])
+        if not path.exists():
+            raise _UsageError(
+                f"{path}: no baseline for this device ({dev['key']}); record one with "
+                f"`pytest --gpuperf --gpuperf-save` or pass a FILE")
+    path = Path(path)
+    base = None
+    if path.suffix.lower() in (".yaml", ".yml") and path.is_file():
+        base = load_baseline(path)
+    if base is not None:
+        device, results = base.device, results_from_baseline(base)
+    else:
+        device, results = _load(str(path))
+    print(f"{path}")
+    if device:
+        props = [f"capability {device.get('capability')}" if device.get("capability") else "",
+                 f"{device.get('sm_count')} SMs" if device.get("sm_count") else "",
+                 f"{device.get('memory_gib')} GiB" if device.get("memory_gib") else ""]
+        props = ", ".join(p for p in props if p)
+        if props:
+            print(f"device properties: {props}")
+    if base is not None:
+        sw = ", ".join(f"{k} {v}" for k, v in (base.software or {}).items() if v)
+        if sw:
+            print(f"software: {sw}")
+        print(f"recorded at {base.recorded_at or 'unknown'}, {len(base.entries)} entries")
+    print("\n".join(terminal_lines(results, device or {}, width=_width())))
+    return EXIT_OK
+
+
+def _cmd_plot(args) -> int:
+    from .report import plot_files
+
+    labeled = []
+    stems = [Path(f).stem for f in args.files]
+    for f, stem in zip(args.files, stems):
+        _, results = _load(f)
+        labeled.append((stem if stems.count(stem) == 1 else str(f), results))
+    out = Path(args.output)
+    try:
+        plot_files(out, labeled)
+    except ImportError as exc:
+        raise _UsageError(f"gpuperf plot: matplotlib is needed ({exc}); pip install 'pytest-gpuperf[plot]'") from None
+    except OSError as exc:
+        raise _UsageError(f"{out}: cannot write the plot ({exc.strerror or exc})") from None
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+def _cmd_device(args) -> int:
+    from . import device as device_mod
+    from .report import _peaks_text
+
+    try:
+        dev = device_mod.current_device(measure_peaks=not args.no_peaks)
+    except Exception as exc:
+        raise _UsageError(f"gpuperf device: cannot query the device ({type(exc).__name__}: {exc})") from None
+    try:
+        software = device_mod.software_versions()
+    except Exception:
+        software = {}
+    print(f"key: {dev.get('key')}")
+    for k in ("name", "capability", "sm_count", "memory_gib"):
+        if dev.get(k) is not None:
+            print(f"{k}: {dev[k]}")
+    for k, v in dev.items():
+        if k not in ("key", "name", "capability", "sm_count", "memory_gib", "peaks"):
+            print(f"{k}: {v}")
+    peaks = _peaks_text(dev.get("peaks"))
+    print(f"measured peaks: {peaks or 'none'}")
+    sw = ", ".join(f"{k} {v}" for k, v in (software or {}).items() if v)
+    if sw:
+        print(f"software: {sw}")
+    return EXIT_OK
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="gpuperf", description="pytest-gpuperf baselines: compare, show, plot; describe the device.")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{compare,show,plot,device}")
+    c = sub.add_parser("compare", help="compare two baselines/results files; exit 1 if something got slower",
+                       description="Compare OLD with NEW (baseline .yaml or results .json) with the same decision "
+                                   "as `pytest --gpuperf`. Exit 0: nothing slower, 1: something slower, 2: bad input.")
+    c.add_argument("old", metavar="OLD")
+    c.add_argument("new", metavar="NEW")
+    c.add_argument("--threshold", default=None,
+                   help="slowdown that counts as a regression, e.g. 5%% or 0.05 (default: each test's recorded "
+                        "threshold, else 5%%)")
+    c.set_defaults(func=_cmd_compare)
+    s = sub.add_parser("show", help="show a baseline (default: this device's) as a table")
+    s.add_argument("file", metavar="FILE", nargs="?", default=None)
+    s.add_argument("--baseline-dir", default="baselines", help="where <device key>.yaml lives (default: baselines)")
+    s.set_defaults(func=_cmd_show)
+    pl = sub.add_parser("plot", help="plot one or more baselines/results files in one figure")
+    pl.add_argument("files", metavar="FILE", nargs="+")
+    pl.add_argument("-o", "--output", required=True, metavar="OUT.png")
+    pl.set_defaults(func=_cmd_plot)
+    d = sub.add_parser("device", help="this machine's device key, properties and measured peaks")
+    d.add_argument("--no-peaks", action="store_true", help="do not measure the peaks (faster)")
+    d.set_defaults(func=_cmd_device)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        if getattr(args, "func", None) is None:
+            parser.print_usage(sys.stderr)
+            print("gpuperf: error: a command is required: compare, show, plot or device", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return args.func(args)
+    except _UsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (BaselineError, ValueError) as exc:
+        print(f"gpuperf: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if os.environ.get("GPUPERF_DEBUG"):
+            raise
+        print(f"gpuperf: error: {type(exc).__name__}: {exc} (set GPUPERF_DEBUG=1 for a traceback)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""The regression decision, shared by the pytest plugin and ``gpuperf compare``.
+
+A test is ``slower`` only when its slowdown is larger than BOTH the threshold (default 5%) and the
+noise bound: the change that the measurement noise of the two sides can explain. The noise bound is
+
+    noise_bound = sqrt(h_base**2 + h_now**2) + NOISE_FLOOR
+
+where h is the relative half-width of one side's 95% confidence interval of its median ("ci_ms"
+when the record has it, else the normal approximation Z * 1.2533 * noise / sqrt(samples)), and
+NOISE_FLOOR covers the run-to-run drift (clocks, power, thermal state, placement) that no
+within-run statistic can see.
+
+Verdicts (for time; memory uses the same words):
+  faster   change < -threshold and -change > noise_bound
+  slower   change >  threshold and  change > noise_bound
+  unsure   |change| > threshold but within the noise bound, or the noise bound itself exceeds the
+           threshold (a threshold-sized slowdown could not have been seen)
+  same     otherwise
+  new      no baseline entry;  missing: a baseline entry that was not run
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# ---- tunables: the lead measures the gate's false-alarm and detection rates on the GPU and may tune these
+#: z-score of the two-sided 95% interval, used when a record has no measured "ci_ms".
+Z = 1.96
+#: Relative standard error of the median of n normal samples is sqrt(pi/2) * sigma / sqrt(n).
+MEDIAN_SE_FACTOR = 1.2533
+#: Run-to-run variation added to every noise bound: medians of the same kernel measured in two
+#: processes (or on two leases of the same GPU model) differ by more than their within-run confidence
+#: intervals suggest, because clocks, power state and memory placement change between runs.
+NOISE_FLOOR = 0.01
+#: Peak-memory changes smaller than this many bytes are never a verdict (allocator rounding, workspaces).
+MEMORY_ABS_FLOOR = 1 << 20
+#: The default slowdown that counts as a regression.
+DEFAULT_THRESHOLD = 0.05
+
+VERDICTS = ("faster", "same", "slower", "unsure", "new", "missing")
+
+
+def parse_threshold(text) -> float:
+    """'5%' -> 0.05, '0.05' -> 0.05, '12.5%' -> 0.125 (numbers are accepted as fractions).
+
+    ValueError for anything that is not a number, negative, or >= 100%."""
+    if isinstance(text, bool):
+        raise ValueError(f"threshold {text!r} is not a number; write it like '5%' or '0.05'")
+    if isinstance(text, (int, float)):
+        value, shown = float(text), repr(text)
+    else:
+        shown = repr(text)
+        s = str(text).strip()
+        percent = s.endswith("%")
+        if percent:
+            s = s[:-1].strip()
+        try:
+            value = float(s)
+        except ValueError:
+            raise ValueError(f"threshold {shown} is not a number; write it like '5%' or '0.05'") from None
+        if percent:
+            value /= 100.0
+    if not math.isfinite(value):
+        raise ValueError(f"threshold {shown} is not a finite number; write it like '5%' or '0.05'")
+    if value < 0:
+        raise ValueError(f"threshold {shown} is negative; a threshold is a slowdown like '5%' or '0.05'")
+    if value >= 1.0:
+        hint = f" (did you mean '{text}%'?)" if not str(text).strip().endswith("%") else ""
+        raise ValueError(f"threshold {shown} is 100% or more{hint}; write it like '5%' or '0.05'")
+    return value
+
+
+@dataclass
+class Verdict:
+    time: str
+    memory: str
+    change: float | None
+    memory_change: float | None
+    base_ms: float | None
+    now_ms: float | None
+    threshold: float
+    noise_bound: float | None
+    message: str
+
+
+def _num(x) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def relative_halfwidth(record: dict) -> float:
+    """Relative half-width of the 95% confidence interval of this record's median."""
+    median = _num(record.get("median_ms"))
+    ci = record.get("ci_ms")
+    if median and isinstance(ci, (list, tuple)) and len(ci) == 2:
+        lo, hi = _num(ci[0]), _num(ci[1])
+        if lo is not None and hi is not None and hi >= lo:
+            return (hi - lo) / 2.0 / median
+    noise = _num(record.get("noise")) or 0.0
+    samples = _num(record.get("samples")) or 1.0
+    return Z * MEDIAN_SE_FACTOR * noise / math.sqrt(max(samples, 1.0))
+
+
+def noise_bound(base: dict, now: dict) -> float:
+    """The relative change that the noise of both sides (plus run-to-run drift) can explain."""
+    return math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + NOISE_FLOOR
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A time in ms in human units: 6.47 µs, 248.3 µs, 1.986 ms, 2.31 s."""
+    if ms is None:
+        return "-"
+    us = ms * 1000.0
+    if us < 10:
+        return f"{us:.2f} µs"
+    if us < 1000:
+        return f"{us:.1f} µs"
+    if ms < 1000:
+        return f"{ms:.3f} ms"
+    return f"{ms / 1000:.2f} s"
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Bytes in binary units with 3 significant digits: 512 B, 12.0 MiB, 1.50 GiB."""
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            x = n / size
+            return f"{x:.2f} {unit}" if abs(x) < 10 else f"{x:.1f} {unit}" if abs(x) < 100 else f"{x:.0f} {unit}"
+    return f"{int(n)} B"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%".replace("-0.0%", "+0.0%")
+
+
+def _judge_memory(base: dict, now: dict, threshold: float) -> tuple[str, float | None, str]:
+    b = _num(base.get("peak_memory_bytes"))
+    n = _num(now.get("peak_memory_bytes"))
+    if b is None or n is None:
+        return "same", None, ""
+    change = (n / b - 1.0) if b > 0 else None
+    allowed = max(threshold * b, MEMORY_ABS_FLOOR)
+    if n - b > allowed:
+        verdict = "slower"
+    elif b - n > allowed:
+        verdict = "faster"
+    else:
+        verdict = "same"
+    shown = _pct(change) if change is not None else f"{fmt_bytes(n - b)}"
+    text = f"peak memory {fmt_bytes(b)} -> {fmt_bytes(n)} ({shown})"
+    if verdict != "same":
+        text += f": {'grew' if verdict == 'slower' else 'shrank'} by more than {threshold * 100:.3g}% and 1 MiB"
+    return verdict, change, text
+
+
+def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
+    """Decide one test: ``base`` is the stored baseline entry, ``now`` this run's result record."""
+    threshold = float(threshold)
+    if base is None and now is None:
+        return Verdict("missing", "missing", None, None, None, None, threshold, None,
+                       "missing: neither a baseline entry nor a measurement")
+    if base is None:
+        now_ms = _num(now.get("median_ms"))
+        return Verdict("new", "new", None, None, None, now_ms, threshold, None,
+                       f"new: {fmt_ms(now_ms)}, no baseline entry to compare with")
+    base_ms = _num(base.get("median_ms"))
+    if now is None:
+        return Verdict("missing", "missing", None, None, base_ms, None, threshold, None,
+                       f"missing: baseline {fmt_ms(base_ms)}, not measured in this run")
+    now_ms = _num(now.get("median_ms"))
+    if not base_ms or base_ms <= 0 or not now_ms or now_ms <= 0:
+        memory, memory_change, mem_text = _judge_memory(base, now, threshold)
+        return Verdict("unsure", memory, None, memory_change, base_ms, now_ms, threshold, None,
+                       f"unsure: cannot compare medians (baseline {fmt_ms(base_ms)}, now {fmt_ms(now_ms)})"
+                       + (f"; memory {memory}: {mem_text}" if memory != "same" else ""))
+
+    change = now_ms / base_ms - 1.0
+    bound = noise_bound(base, now)
+    if change > threshold and change > bound:
+        time = "slower"
+    elif change < -threshold and -change > bound:
+        time = "faster"
+    elif abs(change) > threshold or bound > threshold:
+        time = "unsure"
+    else:
+        time = "same"
+
+    memory, memory_change, mem_text = _judge_memory(base, now, threshold)
+
+    parts = [
+        f"{time}: baseline {fmt_ms(base_ms)}, now {fmt_ms(now_ms)}, change {_pct(change)}"
+        f" (threshold {threshold * 100:.3g}%, noise ±{bound * 100:.1f}%)"
+    ]
+    if time == "unsure":
+        if abs(change) > threshold:
+            parts.append("the change is within the noise")
+        else:
+            parts.append("the noise is larger than the threshold, so a threshold-sized change could not be seen")
+    clk_b, clk_n = _num(base.get("sm_clock_mhz")), _num(now.get("sm_clock_mhz"))
+    if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
+        parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
+    throttle = now.get("throttle")
+    if isinstance(throttle, (list, tuple)) and throttle:
+        parts.append("throttled: " + ",".join(str(t) for t in throttle))
+    if memory != "same":
+        parts.append(f"memory {memory}: {mem_text}")
+    return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts))
+
+
+def is_regression(v: Verdict) -> bool:
+    """Does this verdict fail the test?"""
+    return v.time == "slower" or v.memory == "slower"
+
+
+def is_suspect(v: Verdict) -> bool:
+    """Should the plugin re-measure before deciding? (a slowdown or an unsure result)"""
+    return v.time in ("slower", "unsure") or v.memory == "slower"
+
+
+def judge_all(base_entries: dict[str, dict], now_results: dict[str, dict], threshold: float,
+              thresholds: dict[str, float] | None = None) -> dict[str, Verdict]:
+    """Judge every test id present on either side; ``thresholds`` overrides per test id.
+
+    Returns test id -> Verdict, sorted by test id; ids only in the baseline are "missing", ids only in
+    ``now_results`` are "new"."""
+    thresholds = thresholds or {}
+    out = {}
+    for key in sorted(set(base_entries) | set(now_results)):
+        out[key] = judge(base_entries.get(key), now_results.get(key), thresholds.get(key, threshold))
+    return out
