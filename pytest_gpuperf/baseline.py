@@ -317,7 +317,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict]) -> 
             f"{path}: the baseline directory {directory} is not writable; make it writable "
             f"(chmod u+w {directory}) or choose another one with --gpuperf-baseline-dir"
         )
-    lock = FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
+    lock = FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S, poll_interval=0.01)
     try:
         with lock:
             old = _read(path, device["key"])

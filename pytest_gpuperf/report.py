@@ -667,11 +667,17 @@ def _fmt_value(v: float, key: str) -> str:
 
 
 def _impl_case(rows: list[dict]) -> list[tuple[str, str, dict]]:
-    """(impl, case, record): the first part of an impl-dtype-size id is the implementation."""
+    """(impl, case, record): the first part of an impl-dtype-size id is the implementation. Falls back to
+    one bar per param (or per test id) when that split is not unique."""
     params = [str(r.get("param") or "") for r in rows]
     if params and all(len(_split_param(p)) >= 2 for p in params):
-        return [(_split_param(p)[0], "-".join(_split_param(p)[1:]), r) for p, r in zip(params, rows)]
-    return [(_group_of(r), p or str(r.get("name") or ""), r) for p, r in zip(params, rows)]
+        items = [(_split_param(p)[0], "-".join(_split_param(p)[1:]), r) for p, r in zip(params, rows)]
+        if len({(i, c) for i, c, _ in items}) == len(items):
+            return items
+    items = [(_group_of(r), p or str(r.get("name") or ""), r) for p, r in zip(params, rows)]
+    if len({(i, c) for i, c, _ in items}) == len(items):
+        return items
+    return [(_group_of(r), str(r.get("nodeid") or p), r) for p, r in zip(params, rows)]
 
 
 def _safe_filename(text: str) -> str:
@@ -705,7 +711,7 @@ def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suf
     ys, labels_y = [], []
     any_base = False
     verdicts_seen: set[str] = set()
-    vmax = 0.0
+    vmax, vmin = 0.0, math.inf
     for ci, case in enumerate(cases):
         y0 = (len(cases) - 1 - ci)  # first case at the top
         ys.append(y0)
@@ -717,7 +723,7 @@ def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suf
             v = _value(r, key)
             if v is None:
                 continue
-            vmax = max(vmax, v)
+            vmax, vmin = max(vmax, v), min(vmin, v) if v > 0 else vmin
             verdict = r.get("verdict")
             ax.barh(y, v, height=bar_h * 0.88, color=color[impl],
                     edgecolor=_VERDICT_COLOR.get(verdict, "none"), linewidth=2 if verdict in _VERDICT_COLOR else 0)
@@ -759,9 +765,13 @@ def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suf
     if key == "pct_of_peak":
         ax.axvline(100, color="#888888", linestyle="--", linewidth=1, zorder=0)
         ax.set_xlim(0, max(100.0, vmax) * 1.4)
+    elif not higher and vmin and vmax / vmin > 20:  # times spanning sizes: a log axis keeps all bars readable
+        ax.set_xscale("log")
+        ax.set_xlim(vmin / 3, vmax * 12)
+        label += " (log scale)"
     else:
         ax.set_xlim(0, (vmax or 1.0) * 1.38)
-    ax.set_xlabel(label + ("" if higher else ""))
+    ax.set_xlabel(label)
     ax.grid(axis="x", color="#EEEEEE")
     ax.set_axisbelow(True)
     for side in ("top", "right"):
@@ -850,6 +860,8 @@ def plot_files(out: Path, labeled: list[tuple[str, list[dict]]]) -> Path:
                 ax.barh(y, v, height=bar_h * 0.88, color=colors[fi])
                 vmax = max(vmax, v)
                 text = _fmt_value(v, key)
+                if key != "median_ms" and _num(r.get("median_ms")):
+                    text += f"  {fmt_ms(_num(r.get('median_ms')))}"
                 tcolor = "#222222"
                 if first is None:
                     first = r
@@ -879,6 +891,7 @@ def plot_files(out: Path, labeled: list[tuple[str, list[dict]]]) -> Path:
     axes[-1, 0].set_xlabel(label + (", higher is better" if higher else ""))
     handles = [Patch(color=colors[i], label=lab) for i, (lab, _) in enumerate(labeled)]
     fig.legend(handles=handles, loc="upper right", fontsize=9, frameon=True)
+    fig.suptitle(f"gpuperf: {label}" + (", higher is better" if higher else ""), x=0.01, ha="left", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / max(3.0, sum(heights) + 0.6)))
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -1,0 +1,304 @@
+"""baseline.py: YAML round trip, merge, validation errors that name the file and never touch it, and
+concurrent writers (threads and processes) that lose no entry."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import tempfile
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_gpuperf import baseline as bl
+from pytest_gpuperf.baseline import Baseline, BaselineError
+
+DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132,
+          "memory_gib": 79.2, "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 738.0}}
+SOFTWARE = {"torch": "2.11.0+cu130", "triton": "3.6.0", "cuda": "13.0", "driver": "580.1", "python": "3.12.3"}
+
+
+def result(nodeid: str, median_ms: float = 1.0, **kw) -> dict:
+    r = {"nodeid": nodeid, "name": "test_x", "param": nodeid.split("[")[-1].rstrip("]"), "group": "test_x",
+         "median_ms": median_ms, "mean_ms": median_ms * 1.01, "min_ms": median_ms * 0.98, "max_ms": median_ms * 1.2,
+         "stddev_ms": median_ms * 0.01, "noise": 0.01, "ci_ms": (median_ms * 0.995, median_ms * 1.005),
+         "samples": 200, "gbps": 1500.0, "tflops": None, "pct_of_peak": 50.0, "bytes": 1 << 30, "flops": None,
+         "peak_memory_bytes": 1 << 30, "method": "events", "cache": "cold", "sm_clock_mhz": 1980, "throttle": [],
+         "data": [median_ms] * 5, "verdict": "same", "baseline": None, "threshold": 0.05}
+    r.update(kw)
+    return r
+
+
+def entries(*ids, median_ms=1.0):
+    return {i: bl.entry_from_result(result(i, median_ms)) for i in ids}
+
+
+def test_baseline_path():
+    assert bl.baseline_path(Path("baselines"), "nvidia-h100-80gb-hbm3") == Path("baselines/nvidia-h100-80gb-hbm3.yaml")
+
+
+def test_entry_from_result_keeps_only_entry_keys():
+    e = bl.entry_from_result(result("t.py::test_x[a]", 0.5))
+    assert set(e) <= set(bl.ENTRY_KEYS)
+    for k in ("median_ms", "mean_ms", "min_ms", "stddev_ms", "noise", "samples", "gbps", "tflops", "pct_of_peak",
+              "peak_memory_bytes", "method", "cache", "sm_clock_mhz"):
+        assert k in bl.ENTRY_KEYS and k in e
+    assert "data" not in e and "verdict" not in e and "baseline" not in e and "nodeid" not in e
+    assert e["ci_ms"] == [0.4975, 0.5025] and isinstance(e["samples"], int)
+    assert e["tflops"] is None
+
+
+def test_load_missing_file_is_none(tmp_path):
+    assert bl.load(tmp_path / "nope.yaml") is None
+    assert bl.load(tmp_path / "nope.yaml", "some-key") is None
+
+
+def test_save_load_round_trip(tmp_path):
+    path = tmp_path / "new_dir" / "deeper" / f"{DEVICE['key']}.yaml"  # missing directories are created
+    ids = ["perf_tests/test_a.py::test_a[triton-float32-4096x4096]", "perf_tests/test_a.py::test_a[cuda-float32-1]"]
+    saved = bl.save(path, DEVICE, SOFTWARE, entries(*ids))
+    assert isinstance(saved, Baseline) and saved.path == path
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", saved.recorded_at)
+    loaded = bl.load(path, DEVICE["key"])
+    assert loaded.device == DEVICE and loaded.software == SOFTWARE
+    assert loaded.recorded_at == saved.recorded_at
+    assert loaded.entries == entries(*ids)
+    doc = yaml.safe_load(path.read_text())
+    assert list(doc) == ["schema_version", "device", "software", "recorded_at", "entries"]
+    assert doc["schema_version"] == bl.SCHEMA_VERSION == 1
+    assert list(doc["entries"]) == sorted(ids)
+    assert "data:" not in path.read_text()
+    # nothing but the baseline and its lock file is left in the directory
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".lock"]
+
+
+def test_merge_keeps_unrun_entries_and_replaces_run_ones(tmp_path):
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::b", median_ms=1.0))
+    new_software = dict(SOFTWARE, torch="2.12.0")
+    bl.save(path, dict(DEVICE, peaks={"copy_gbps": 3100.0}), new_software, entries("t::b", "t::c", median_ms=2.0))
+    b = bl.load(path, DEVICE["key"])
+    assert sorted(b.entries) == ["t::a", "t::b", "t::c"]
+    assert b.entries["t::a"]["median_ms"] == 1.0  # not run: kept
+    assert b.entries["t::b"]["median_ms"] == 2.0  # run: replaced
+    assert b.software["torch"] == "2.12.0" and b.device["peaks"] == {"copy_gbps": 3100.0}
+
+
+def test_schema_example_from_design_loads(tmp_path):
+    path = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
+    path.write_text(textwrap.dedent("""\
+        schema_version: 1
+        device: {key: nvidia-h100-80gb-hbm3, name: NVIDIA H100 80GB HBM3, capability: "9.0", sm_count: 132,
+                 memory_gib: 79.2, peaks: {copy_gbps: 3000.0, bf16_tflops: 738.0}}
+        software: {torch: 2.11.0+cu130, triton: 3.6.0, cuda: "13.0", driver: "..."}
+        recorded_at: 2026-11-23T10:00:00Z
+        entries:
+          "perf_tests/test_elementwise.py::test_elu[triton-float32-16M]":
+            {median_ms: 0.716, noise: 0.004, samples: 300, gbps: 3000.0, tflops: null,
+             peak_memory_bytes: 2147483648}
+        """))
+    b = bl.load(path, "nvidia-h100-80gb-hbm3")
+    assert b.recorded_at == "2026-11-23T10:00:00Z"  # YAML's timestamp type comes back as the same string
+    assert b.entries["perf_tests/test_elementwise.py::test_elu[triton-float32-16M]"]["median_ms"] == 0.716
+
+
+GOOD_HEAD = "schema_version: 1\ndevice: {key: nvidia-h100-80gb-hbm3, name: H100}\nsoftware: {}\n"
+BAD_FILES = {
+    "corrupt-yaml": (GOOD_HEAD + "entries:\n  t::a: {median_ms: 1.0\n", r"corrupt YAML at line \d+"),
+    "not-a-mapping": ("- 1\n- 2\n", "not a gpuperf baseline"),
+    "empty": ("", "empty"),
+    "no-schema": ("device: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n", "no schema_version"),
+    "wrong-schema": ("schema_version: 2\ndevice: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n",
+                     "schema_version 2 is not supported"),
+    "no-device": ("schema_version: 1\nentries: {}\n", "'device' must be a mapping"),
+    "foreign-device": ("schema_version: 1\ndevice: {key: nvidia-a100-sxm4-80gb}\nentries: {}\n",
+                       "for device 'nvidia-a100-sxm4-80gb'.*nvidia-h100-80gb-hbm3"),
+    "entries-not-mapping": (GOOD_HEAD + "entries: [1, 2]\n", "'entries' must be a mapping"),
+    "negative-median": (GOOD_HEAD + "entries:\n  t::a: {median_ms: -1.0}\n", "entry 't::a': median_ms must be a positive"),
+    "string-median": (GOOD_HEAD + "entries:\n  t::a: {median_ms: fast}\n", "entry 't::a': median_ms must be a positive"),
+    "missing-median": (GOOD_HEAD + "entries:\n  t::a: {noise: 0.1}\n", "entry 't::a': median_ms must be a positive"),
+    "entry-not-mapping": (GOOD_HEAD + "entries:\n  t::a: 3\n", "entry 't::a': is a int"),
+    "bad-noise": (GOOD_HEAD + "entries:\n  t::a: {median_ms: 1.0, noise: -2}\n", "entry 't::a': noise must be"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_file_gives_error_naming_file_and_is_never_overwritten(tmp_path, case):
+    text, pattern = BAD_FILES[case]
+    path = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
+    path.write_text(text)
+    before = path.read_bytes()
+    with pytest.raises(BaselineError) as err:
+        bl.load(path, "nvidia-h100-80gb-hbm3")
+    msg = str(err.value)
+    assert str(path) in msg and re.search(pattern, msg), msg
+    assert "\n" not in msg
+    with pytest.raises(BaselineError) as err2:
+        bl.save(path, DEVICE, SOFTWARE, entries("t::b"))
+    assert str(path) in str(err2.value)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [path.name]
+
+
+def test_foreign_device_file_loads_without_a_device_key(tmp_path):
+    path = tmp_path / "a100.yaml"
+    path.write_text("schema_version: 1\ndevice: {key: nvidia-a100-sxm4-80gb}\nentries: {}\n")
+    assert bl.load(path).device["key"] == "nvidia-a100-sxm4-80gb"
+
+
+def test_binary_garbage_is_an_error(tmp_path):
+    path = tmp_path / "x.yaml"
+    path.write_bytes(b"\xff\xfe\x00garbage\x80")
+    with pytest.raises(BaselineError, match=re.escape(str(path))):
+        bl.load(path)
+
+
+def test_save_rejects_a_bad_entry_and_keeps_the_file(tmp_path):
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
+    before = path.read_bytes()
+    with pytest.raises(BaselineError, match="t::bad.*median_ms"):
+        bl.save(path, DEVICE, SOFTWARE, {"t::bad": {"median_ms": float("nan")}})
+    assert path.read_bytes() == before
+
+
+def test_failed_write_leaves_old_file_and_no_temp_files(tmp_path, monkeypatch):
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
+    before = path.read_bytes()
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(bl.os, "replace", broken_replace)
+    with pytest.raises(BaselineError, match="No space left on device"):
+        bl.save(path, DEVICE, SOFTWARE, entries("t::b"))
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.yaml", "b.yaml.lock"]
+
+
+def _save_as_nobody(path: Path) -> str:
+    """Fork; the child drops to uid/gid 65534 (modules are already loaded, so nothing needs re-reading)
+    and tries to save. Returns what the child reports: "ERROR <message>", "SAVED" or "SKIP <why>"."""
+    import filelock  # noqa: F401  (loaded before dropping privileges)
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read_fd)
+        try:
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            except OSError as exc:
+                out = f"SKIP cannot drop privileges: {exc}"
+            else:
+                try:
+                    bl.save(path, {"key": "nvidia-h100-80gb-hbm3"}, {}, {"t::b": {"median_ms": 1.0}})
+                    out = "SAVED"
+                except BaselineError as exc:
+                    out = f"ERROR {exc}"
+                except BaseException as exc:
+                    out = f"OTHER {type(exc).__name__}: {exc}"
+            os.write(write_fd, out.encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    chunks = []
+    while True:
+        chunk = os.read(read_fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    return b"".join(chunks).decode()
+
+
+def test_read_only_directory():
+    """A read-only baseline directory gives one message naming it; the stored file is untouched.
+    As root (permissions do not apply to root) the save runs in a forked child that drops to 'nobody'."""
+    root = Path(tempfile.mkdtemp(prefix="gpuperf-ro-"))
+    directory = root / "baselines"
+    try:
+        os.chmod(root, 0o755)
+        directory.mkdir()
+        path = directory / "nvidia-h100-80gb-hbm3.yaml"
+        bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
+        os.chmod(path, 0o644)
+        before = path.read_bytes()
+        os.chmod(directory, 0o555)
+        if os.geteuid() == 0:
+            out = _save_as_nobody(path)
+            if out.startswith("SKIP"):
+                pytest.skip(out)
+            assert out.startswith("ERROR "), out
+            msg = out[len("ERROR "):]
+        else:
+            with pytest.raises(BaselineError) as err:
+                bl.save(path, DEVICE, SOFTWARE, entries("t::b"))
+            msg = str(err.value)
+        assert str(directory) in msg and "not writable" in msg and "--gpuperf-baseline-dir" in msg, msg
+        assert path.read_bytes() == before
+        assert sorted(p.name for p in directory.iterdir()) == [path.name, path.name + ".lock"]
+    finally:
+        if directory.exists():
+            os.chmod(directory, 0o755)
+        for p in sorted(root.rglob("*"), reverse=True):
+            p.unlink() if p.is_file() else p.rmdir()
+        root.rmdir()
+
+
+def test_uncreatable_directory(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("I am a file")
+    with pytest.raises(BaselineError, match="cannot create the baseline directory"):
+        bl.save(blocker / "baselines" / "x.yaml", DEVICE, SOFTWARE, entries("t::a"))
+
+
+def _process_writer(path: str, worker: int, per_worker: int) -> None:
+    for j in range(per_worker):
+        nodeid = f"perf_tests/test_w.py::test_w[w{worker}-{j}]"
+        bl.save(Path(path), DEVICE, SOFTWARE, {nodeid: bl.entry_from_result(result(nodeid, 1.0 + worker + j / 10))})
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_concurrent_process_writers_lose_nothing(tmp_path):
+    path = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("perf_tests/test_old.py::test_kept"))
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_process_writer, args=(str(path), w, 3)) for w in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    b = bl.load(path, DEVICE["key"])
+    expected = {f"perf_tests/test_w.py::test_w[w{w}-{j}]" for w in range(8) for j in range(3)}
+    assert set(b.entries) == expected | {"perf_tests/test_old.py::test_kept"}
+    assert b.entries["perf_tests/test_w.py::test_w[w7-2]"]["median_ms"] == pytest.approx(8.2)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_concurrent_thread_writers_lose_nothing(tmp_path):
+    path = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
+    errors = []
+
+    def run(w):
+        try:
+            _process_writer(str(path), w, 4)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert len(bl.load(path, DEVICE["key"]).entries) == 32

@@ -1,0 +1,171 @@
+"""compare.py: thresholds, every verdict (time and memory), the message, and the gate's behaviour on
+simulated measurements (no false alarms on noise, every clear slowdown caught)."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from pytest_gpuperf import compare
+from pytest_gpuperf.compare import Verdict, is_regression, judge, parse_threshold
+
+MiB = 1 << 20
+
+
+def rec(median_ms, noise=0.005, samples=200, ci=None, mem=None, **kw):
+    r = {"median_ms": median_ms, "noise": noise, "samples": samples, "peak_memory_bytes": mem}
+    if ci is not None:
+        r["ci_ms"] = list(ci)
+    r.update(kw)
+    return r
+
+
+@pytest.mark.parametrize("text, value", [("5%", 0.05), ("0.05", 0.05), ("12.5%", 0.125), (" 3 % ", 0.03),
+                                         ("0", 0.0), ("0%", 0.0), ("99.9%", 0.999), (0.1, 0.1)])
+def test_parse_threshold(text, value):
+    assert parse_threshold(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text, words", [("abc", "not a number"), ("", "not a number"), ("-5%", "negative"),
+                                         ("-0.1", "negative"), ("100%", "100% or more"), ("5", "did you mean '5%'"),
+                                         ("1.0", "100% or more"), ("nan", "not a finite"), ("5%%", "not a number")])
+def test_parse_threshold_rejects(text, words):
+    with pytest.raises(ValueError) as err:
+        parse_threshold(text)
+    assert words in str(err.value) and "5%" in str(err.value)
+
+
+def test_constants_live_at_the_top():
+    assert compare.Z == 1.96 and compare.NOISE_FLOOR == 0.01 and compare.DEFAULT_THRESHOLD == 0.05
+    assert compare.VERDICTS == ("faster", "same", "slower", "unsure", "new", "missing")
+
+
+def test_new_and_missing():
+    v = judge(None, rec(1.0), 0.05)
+    assert (v.time, v.memory, v.change, v.now_ms) == ("new", "new", None, 1.0) and not is_regression(v)
+    v = judge(rec(1.0), None, 0.05)
+    assert (v.time, v.memory, v.base_ms) == ("missing", "missing", 1.0) and not is_regression(v)
+    assert "not measured" in v.message
+
+
+def test_same():
+    v = judge(rec(1.0), rec(1.02), 0.05)
+    assert v.time == "same" and v.memory == "same" and not is_regression(v)
+    assert v.change == pytest.approx(0.02)
+
+
+def test_slower_message_gives_baseline_now_change_noise():
+    v = judge(rec(1.0), rec(1.10), 0.05)
+    assert isinstance(v, Verdict) and v.time == "slower" and is_regression(v)
+    assert v.change == pytest.approx(0.10) and v.base_ms == 1.0 and v.now_ms == 1.10 and v.threshold == 0.05
+    assert v.noise_bound is not None and compare.NOISE_FLOOR < v.noise_bound < 0.05
+    for part in ("slower", "baseline 1.000 ms", "now 1.100 ms", "+10.0%", "threshold 5%", "noise ±"):
+        assert part in v.message, v.message
+    assert "\n" not in v.message
+
+
+def test_faster():
+    v = judge(rec(1.0), rec(0.8), 0.05)
+    assert v.time == "faster" and not is_regression(v) and v.change == pytest.approx(-0.2)
+
+
+def test_unsure_when_change_is_within_the_noise():
+    # 8% slower, but each side has 20% noise over 10 samples: the 95% CI half-widths are ~15%
+    v = judge(rec(1.0, noise=0.2, samples=10), rec(1.08, noise=0.2, samples=10), 0.05)
+    assert v.time == "unsure" and not is_regression(v)
+    assert v.noise_bound > 0.08 and "within the noise" in v.message
+
+
+def test_unsure_when_noise_hides_a_threshold_sized_change():
+    v = judge(rec(1.0, noise=0.1, samples=20), rec(1.0, noise=0.1, samples=20), 0.05)
+    assert v.noise_bound > 0.05 and v.time == "unsure"
+    assert "could not be seen" in v.message
+
+
+def test_big_slowdown_is_slower_even_when_noisy():
+    v = judge(rec(1.0, noise=0.1, samples=20), rec(1.5, noise=0.1, samples=20), 0.05)
+    assert v.time == "slower"
+
+
+def test_ci_ms_is_used_when_present():
+    tight = judge(rec(1.0, noise=0.3, samples=5, ci=(0.999, 1.001)), rec(1.07, noise=0.3, samples=5,
+                                                                         ci=(1.069, 1.071)), 0.05)
+    assert tight.time == "slower"
+    assert tight.noise_bound == pytest.approx(math.hypot(0.001, 0.001 / 1.07) + compare.NOISE_FLOOR)
+    wide = judge(rec(1.0, ci=(0.9, 1.1)), rec(1.07, ci=(0.97, 1.17)), 0.05)
+    assert wide.time == "unsure"
+
+
+def test_fallback_half_width_from_noise_and_samples():
+    h = compare.relative_halfwidth(rec(2.0, noise=0.04, samples=100))
+    assert h == pytest.approx(1.96 * 1.2533 * 0.04 / 10)
+
+
+def test_threshold_zero_and_large_threshold():
+    assert judge(rec(1.0), rec(1.03), 0.0).time == "slower"
+    assert judge(rec(1.0), rec(1.3), 0.5).time == "same"
+
+
+@pytest.mark.parametrize("base_mem, now_mem, verdict", [
+    (100 * MiB, 130 * MiB, "slower"),    # +30% > 5% and > 1 MiB
+    (100 * MiB, 104 * MiB, "same"),      # +4% < 5%
+    (100 * MiB, 60 * MiB, "faster"),
+    (100 * 1024, 300 * 1024, "same"),    # tripled, but only +200 KiB < 1 MiB
+    (0, 2 * MiB, "slower"),              # from nothing to 2 MiB
+    (None, 100 * MiB, "same"),
+    (100 * MiB, None, "same"),
+])
+def test_memory(base_mem, now_mem, verdict):
+    v = judge(rec(1.0, mem=base_mem), rec(1.0, mem=now_mem), 0.05)
+    assert v.time == "same" and v.memory == verdict
+    assert is_regression(v) == (verdict == "slower")
+    if verdict != "same":
+        assert "peak memory" in v.message
+    if base_mem and now_mem:
+        assert v.memory_change == pytest.approx(now_mem / base_mem - 1)
+    else:
+        assert v.memory_change is None
+
+
+def test_clock_and_throttle_are_mentioned():
+    v = judge(rec(1.0, sm_clock_mhz=1980), rec(1.2, sm_clock_mhz=1600, throttle=["sw_thermal"]), 0.05)
+    assert "SM clock 1980 -> 1600 MHz" in v.message and "sw_thermal" in v.message
+
+
+def test_judge_all_and_is_suspect():
+    out = compare.judge_all({"a": rec(1.0), "b": rec(1.0)}, {"b": rec(1.2), "c": rec(1.0)}, 0.05,
+                            thresholds={"b": 0.5})
+    assert {k: v.time for k, v in out.items()} == {"a": "missing", "b": "same", "c": "new"}
+    assert compare.is_suspect(judge(rec(1.0), rec(1.2), 0.05))
+    assert not compare.is_suspect(judge(rec(1.0), rec(1.0), 0.05))
+
+
+# ---- the gate on simulated measurements -------------------------------------------------------------------
+
+
+def _measure(rng: random.Random, true_ms: float, noise: float, n: int, drift: float) -> dict:
+    """One run: a per-run offset (clocks, placement) times n noisy samples with a few slow outliers;
+    the record the plugin would produce (median, robust noise, 95% CI of the median by order statistics)."""
+    run = true_ms * (1 + rng.gauss(0, drift))
+    data = sorted(run * (1 + abs(rng.gauss(0, noise)) if rng.random() < 0.05 else 1 + rng.gauss(0, noise))
+                  for _ in range(n))
+    med = statistics.median(data)
+    mad = statistics.median(abs(x - med) for x in data)
+    k = int(math.floor(n / 2 - 1.96 * math.sqrt(n) / 2))
+    return {"median_ms": med, "noise": 1.4826 * mad / med, "samples": n,
+            "ci_ms": [data[max(k, 0)], data[min(n - 1 - k, n - 1)]]}
+
+
+@pytest.mark.parametrize("noise, drift", [(0.01, 0.004), (0.03, 0.004), (0.005, 0.008)])
+def test_simulated_false_alarms_and_detection(noise, drift):
+    rng = random.Random(1234)
+    trials = 300
+    alarms = sum(judge(_measure(rng, 1.0, noise, 100, drift), _measure(rng, 1.0, noise, 100, drift), 0.05).time
+                 == "slower" for _ in range(trials))
+    caught = sum(judge(_measure(rng, 1.0, noise, 100, drift), _measure(rng, 1.10, noise, 100, drift), 0.05).time
+                 == "slower" for _ in range(trials))
+    assert alarms == 0
+    assert caught == trials

@@ -1,0 +1,317 @@
+"""report.py: terminal table, Markdown, pytest-benchmark JSON (read back by pytest-benchmark itself),
+PNG plots, and load_results for baselines and JSON files."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf import baseline as bl
+from pytest_gpuperf import report
+from pytest_gpuperf.compare import judge
+
+DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132,
+          "memory_gib": 79.2, "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 738.0}}
+SOFTWARE = {"torch": "2.11.0+cu130", "triton": "3.6.0", "cuda": "13.0", "driver": "580.1", "python": "3.12.3",
+            "gpuperf": "0.1.0"}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def make_results(seed=0, slow=None, with_baseline=True):
+    """A softmax group (memory-bound: GB/s) and a matmul group (compute-bound: TFLOP/s), 3 impls x 2 cases."""
+    rng = random.Random(seed)
+    out = []
+    for group, impls, cases in (("test_softmax", ("torch", "triton", "cuda"), ("float32-4096x4096", "bfloat16-1024x1024")),
+                                ("test_matmul", ("torch", "triton", "compiled"), ("bfloat16-4096", "bfloat16-1024"))):
+        for i, impl in enumerate(impls):
+            for j, case in enumerate(cases):
+                param = f"{impl}-{case}"
+                eff = 0.5 + 0.15 * i - 0.2 * j
+                if group == "test_softmax":
+                    nbytes = 2 * 16384 * 16384 * 4 // (1 + 255 * j)
+                    ms = nbytes / (3000e9 * eff) * 1e3
+                    gbps, tflops, flops = nbytes / ms / 1e6, None, None
+                    pct = gbps / 30
+                else:
+                    n = 4096 // (1 + 3 * j)
+                    flops, nbytes = 2 * n ** 3, 3 * n * n * 2
+                    ms = flops / (738e12 * eff) * 1e3
+                    gbps, tflops = nbytes / ms / 1e6, flops / ms / 1e9
+                    pct = tflops / 7.38
+                data = [ms * (1 + rng.gauss(0, 0.01)) for _ in range(40)]
+                nodeid = f"perf_tests/{group}.py::{group}[{param}]"
+                out.append({"nodeid": nodeid, "name": group, "param": param, "group": group, "median_ms": ms,
+                            "mean_ms": ms * 1.003, "min_ms": min(data), "max_ms": max(data), "stddev_ms": ms * 0.01,
+                            "noise": 0.01, "ci_ms": [ms * 0.997, ms * 1.003], "samples": 40, "gbps": gbps,
+                            "tflops": tflops, "pct_of_peak": pct, "bytes": nbytes, "flops": flops,
+                            "peak_memory_bytes": 2 * nbytes, "method": "events", "cache": "cold",
+                            "sm_clock_mhz": 1980, "throttle": [], "data": data})
+    if with_baseline:
+        for r in out:
+            base = bl.entry_from_result(r)
+            if r["param"] == (slow or "triton-float32-4096x4096"):
+                for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "stddev_ms"):
+                    r[k] *= 1.2
+                r["ci_ms"] = [x * 1.2 for x in r["ci_ms"]]
+                r["data"] = [x * 1.2 for x in r["data"]]
+                r["pct_of_peak"] /= 1.2
+                r["gbps"] /= 1.2
+            v = judge(base, r, 0.05)
+            r.update(verdict=v.time, memory_verdict=v.memory, change=v.change, baseline=base, threshold=0.05)
+    return out
+
+
+# ---- terminal ----------------------------------------------------------------------------------------------
+
+
+def test_terminal_lines_grouped_sorted_human_units():
+    results = make_results()
+    lines = report.terminal_lines(results, DEVICE, width=120)
+    text = "\n".join(lines)
+    assert all(len(line) <= 120 for line in lines), max(lines, key=len)
+    assert "NVIDIA H100 80GB HBM3" in lines[0]
+    assert lines.index("test_matmul") < lines.index("test_softmax")
+    for word in ("median", "±noise", "GB/s", "TFLOP/s", "% peak", "peak mem", "vs base", "verdict"):
+        assert word in text
+    assert " µs" in text and " ms" in text and "MiB" in text and "GiB" in text
+    slow_row = next(line for line in lines if "triton-float32-4096x4096" in line)
+    assert "+20.0%" in slow_row and slow_row.rstrip().endswith("slower")
+    # the impls of one case are adjacent
+    rows = [line.split()[0] for line in lines if line.startswith("  ") and "float32-4096x4096" in line]
+    assert rows == ["cuda-float32-4096x4096", "torch-float32-4096x4096", "triton-float32-4096x4096"]
+    assert lines[-1].startswith("12 measured: 1 slower")
+
+
+def test_terminal_lines_truncates_long_params_in_the_middle():
+    r = make_results(with_baseline=False)[0]
+    r["param"] = "triton-" + "x" * 200 + "-END"
+    lines = report.terminal_lines([r], DEVICE, width=120)
+    row = next(line for line in lines if "triton-" in line)
+    assert len(row) <= 120 and "…" in row and "-END" in row
+
+
+def test_terminal_lines_without_baseline_or_results():
+    lines = report.terminal_lines(make_results(with_baseline=False), DEVICE)
+    assert lines[-1] == "12 measured"
+    assert report.terminal_lines([], DEVICE)[-1] == "no measurements"
+
+
+# ---- markdown ----------------------------------------------------------------------------------------------
+
+
+def test_markdown_is_a_table(tmp_path):
+    results = make_results()
+    md = report.markdown(results, DEVICE, SOFTWARE)
+    lines = md.splitlines()
+    assert lines[0].startswith("## ") and "NVIDIA H100" in lines[0]
+    table = [line for line in lines if line.startswith("|")]
+    headers = [line for line in table if line.startswith("| param |")]
+    assert len(headers) == 2
+    seps = [line for line in table if set(line) <= set("|:- ")]
+    assert len(seps) == 2
+    rows = [line for line in table if line not in headers and line not in seps]
+    assert len(rows) == len(results)
+    assert all(line.count("|") == 10 for line in rows)
+    assert "### Regressions" in md and "triton-float32-4096x4096" in md and "**slower**" in md
+    path = tmp_path / "sub" / "summary.md"
+    report.write_markdown(path, results, DEVICE, SOFTWARE)
+    assert path.read_text() == md
+
+
+def test_markdown_escapes_pipes():
+    r = make_results(with_baseline=False)[0]
+    r["param"] = "a|b"
+    assert "a\\|b" in report.markdown([r], DEVICE, SOFTWARE)
+
+
+# ---- JSON --------------------------------------------------------------------------------------------------
+
+
+def test_json_layout_and_units(tmp_path):
+    results = make_results()
+    path = tmp_path / "out" / "results.json"
+    report.write_json(path, results, DEVICE, SOFTWARE, "2026-11-23T10:00:00+00:00")
+    doc = json.loads(path.read_text())
+    assert set(doc) == {"machine_info", "commit_info", "benchmarks", "datetime", "version"}
+    assert doc["datetime"] == "2026-11-23T10:00:00+00:00"
+    assert doc["machine_info"]["gpuperf_device"]["key"] == DEVICE["key"]
+    assert len(doc["benchmarks"]) == len(results)
+    b = next(b for b in doc["benchmarks"] if b["param"] == "triton-float32-4096x4096")
+    r = next(r for r in results if r["param"] == "triton-float32-4096x4096")
+    assert b["group"] == "test_softmax" and b["name"] == "test_softmax[triton-float32-4096x4096]"
+    assert b["fullname"] == r["nodeid"]
+    st = b["stats"]
+    for k in ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1", "q3", "iqr_outliers",
+              "stddev_outliers", "outliers", "ld15iqr", "hd15iqr", "ops", "total", "data", "iterations"):
+        assert k in st, k
+    assert st["median"] == pytest.approx(r["median_ms"] / 1e3)  # seconds
+    assert st["min"] == pytest.approx(r["min_ms"] / 1e3) and st["rounds"] == 40
+    assert st["data"][0] == pytest.approx(r["data"][0] / 1e3)
+    assert st["q1"] <= st["median"] <= st["q3"]
+    ex = b["extra_info"]
+    assert ex["gbps"] == pytest.approx(r["gbps"]) and ex["verdict"] == "slower" and ex["device"] == DEVICE["key"]
+    assert ex["change"] == pytest.approx(0.2, rel=1e-4) and ex["baseline_median_ms"] == pytest.approx(r["baseline"]["median_ms"])
+
+
+def test_json_without_samples_and_with_nan(tmp_path):
+    r = make_results(with_baseline=False)[0]
+    del r["data"]
+    r["gbps"] = float("nan")
+    path = tmp_path / "r.json"
+    report.write_json(path, [r], DEVICE, SOFTWARE, "2026-11-23T10:00:00Z")
+    doc = json.loads(path.read_text())  # strict: no NaN
+    st = doc["benchmarks"][0]["stats"]
+    assert "data" not in st and doc["benchmarks"][0]["extra_info"]["gbps"] is None
+    assert st["q1"] < st["median"] < st["q3"]
+
+
+def _pytest_benchmark_cmd():
+    exe = Path(sys.executable).parent / "pytest-benchmark"
+    return str(exe) if exe.exists() else shutil.which("pytest-benchmark")
+
+
+def test_pytest_benchmark_compare_reads_our_json(tmp_path):
+    cmd = _pytest_benchmark_cmd()
+    if not cmd:
+        pytest.skip("the pytest-benchmark command is not installed")
+    path = tmp_path / "results.json"
+    report.write_json(path, make_results(), DEVICE, SOFTWARE, "2026-11-23T10:00:00+00:00")
+    proc = subprocess.run([cmd, "compare", str(path), "--group-by", "group", "--columns", "min,median,max,rounds"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "Failed to load" not in out, out
+    assert "test_softmax[triton-float32-4096x4096]" in out and "test_matmul[compiled-bfloat16-1024]" in out, out
+    assert "Median" in out
+
+
+def test_pytest_benchmark_storage_loads_our_json(tmp_path):
+    from pytest_benchmark.logger import Logger
+    from pytest_benchmark.storage.file import FileStorage
+
+    path = tmp_path / "results.json"
+    report.write_json(path, make_results(), DEVICE, SOFTWARE, "2026-11-23T10:00:00+00:00")
+    storage = FileStorage(str(tmp_path / "storage"), logger=Logger(Logger.QUIET))
+    benches = list(storage.load_benchmarks(str(path)))
+    assert len(benches) == 12 and all(b["median"] > 0 and b["ops"] > 0 for b in benches)
+
+
+# ---- load_results ------------------------------------------------------------------------------------------
+
+
+def test_load_results_from_our_json_round_trip(tmp_path):
+    results = make_results()
+    path = tmp_path / "r.json"
+    report.write_json(path, results, DEVICE, SOFTWARE, "2026-11-23T10:00:00Z")
+    device, back = report.load_results(path)
+    assert device["key"] == DEVICE["key"]
+    by = {r["nodeid"]: r for r in back}
+    for r in results:
+        b = by[r["nodeid"]]
+        assert b["median_ms"] == pytest.approx(r["median_ms"]) and b["group"] == r["group"]
+        assert b["param"] == r["param"] and b["name"] == r["name"] and b["noise"] == pytest.approx(0.01)
+        assert b["gbps"] == pytest.approx(r["gbps"]) and b["samples"] == 40
+
+
+def test_load_results_from_baseline(tmp_path):
+    results = make_results(with_baseline=False)
+    path = tmp_path / "k.yaml"
+    bl.save(path, DEVICE, SOFTWARE, {r["nodeid"]: bl.entry_from_result(r) for r in results})
+    device, back = report.load_results(path)
+    assert device["key"] == DEVICE["key"] and len(back) == 12
+    b = next(x for x in back if x["param"] == "torch-bfloat16-4096")
+    assert b["name"] == "test_matmul" and b["group"] == "test_matmul" and b["nodeid"].endswith("[torch-bfloat16-4096]")
+
+
+def test_load_results_from_real_pytest_benchmark_json(tmp_path):
+    """A JSON written by pytest-benchmark itself (no gpuperf extras) reads as result records."""
+    (tmp_path / "test_pb.py").write_text(textwrap.dedent("""\
+        import pytest
+        @pytest.mark.parametrize("n", [10, 20])
+        def test_sum(benchmark, n):
+            benchmark(sum, range(n))
+        """))
+    out = tmp_path / "pb.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:gpuperf",
+                           "test_pb.py", f"--benchmark-json={out}", "--benchmark-max-time=0.01",
+                           "--benchmark-min-rounds=5"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    device, back = report.load_results(out)
+    assert device is None and len(back) == 2
+    r = next(r for r in back if r["param"] == "20")
+    assert r["name"] == "test_sum" and r["median_ms"] > 0 and r["noise"] is not None and r["samples"] >= 5
+    assert r["nodeid"] == "test_pb.py::test_sum[20]"
+
+
+@pytest.mark.parametrize("name, content, words", [
+    ("missing.json", None, "no such file"),
+    ("bad.json", "{not json", "invalid JSON at line 1"),
+    ("list.json", "[1, 2]", "without 'benchmarks'"),
+    ("nostats.json", '{"benchmarks": [{"name": "x"}]}', "has no 'stats'"),
+    ("zero.json", '{"benchmarks": [{"name": "x", "stats": {"median": 0}}]}', "stats.median must be a positive"),
+])
+def test_load_results_bad_json(tmp_path, name, content, words):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError) as err:
+        report.load_results(path)
+    assert str(path) in str(err.value) and words in str(err.value)
+
+
+def test_load_results_bad_yaml_and_directory(tmp_path):
+    path = tmp_path / "x.yaml"
+    path.write_text("schema_version: 7\ndevice: {key: k}\n")
+    with pytest.raises(bl.BaselineError, match="schema_version 7"):
+        report.load_results(path)
+    with pytest.raises(ValueError, match="is a directory"):
+        report.load_results(tmp_path)
+
+
+# ---- plots -------------------------------------------------------------------------------------------------
+
+
+def test_write_plots_one_png_per_group(tmp_path):
+    results = make_results()
+    paths = report.write_plots(tmp_path / "plots", results)
+    assert sorted(p.name for p in paths) == ["test_matmul.png", "test_softmax.png"]
+    for p in paths:
+        data = p.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 10_000
+
+
+def test_write_plots_with_a_baseline_object_and_time_only(tmp_path):
+    results = make_results(with_baseline=False)
+    base = bl.Baseline(tmp_path / "b.yaml", DEVICE, SOFTWARE, "2026-11-23T10:00:00Z",
+                       {r["nodeid"]: dict(bl.entry_from_result(r), median_ms=r["median_ms"] * 0.9) for r in results})
+    for r in results:  # a generic suite without cost models: time is all there is
+        r["pct_of_peak"] = r["gbps"] = r["tflops"] = None
+    paths = report.write_plots(tmp_path, results, base)
+    assert len(paths) == 2 and all(p.read_bytes()[:8] == PNG_MAGIC for p in paths)
+    assert report.write_plots(tmp_path / "none", []) == []
+    for r in results:  # ids that do not split into impl-case uniquely still get one bar each
+        r["param"] = r["param"].split("-", 1)[1]
+    assert len(report.write_plots(tmp_path / "dups", results)) == 2
+
+
+def test_plot_files(tmp_path):
+    out = report.plot_files(tmp_path / "cmp.png", [("old", make_results(1, with_baseline=False)),
+                                                    ("new", make_results(2))])
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_report_module_does_not_import_torch_or_matplotlib():
+    code = ("import sys, pytest_gpuperf.report, pytest_gpuperf.compare, pytest_gpuperf.baseline, pytest_gpuperf.cli;"
+            "print('torch' in sys.modules, 'matplotlib' in sys.modules)")
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.stdout.split() == ["False", "False"], proc.stdout + proc.stderr
