@@ -93,8 +93,12 @@ def _is_number(x: Any) -> bool:
 
 def _plain(value: Any) -> Any:
     """Convert numpy scalars, tuples etc. into plain YAML-safe Python values."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):  # str subclasses (torch's TorchVersion) are not safe_dump-able as themselves
+        return str(value)
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
@@ -180,7 +184,7 @@ def _validate(path: Path, data: Any, device_key: str | None) -> Baseline:
     version = data.get("schema_version")
     if version is None:
         raise BaselineError(f"{path}: no schema_version, so this is not a gpuperf baseline file; {fix_regen}")
-    if version != SCHEMA_VERSION:
+    if isinstance(version, bool) or version != SCHEMA_VERSION:
         raise BaselineError(
             f"{path}: schema_version {version!r} is not supported (this pytest-gpuperf reads version "
             f"{SCHEMA_VERSION}); re-record it with this version (`pytest --gpuperf --gpuperf-save` after "

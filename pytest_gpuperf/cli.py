@@ -36,6 +36,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _width() -> int:
+    """The terminal's width; logs and pipes get wide lines rather than truncated test ids."""
+    if not sys.stdout.isatty():
+        return 200
     return max(100, shutil.get_terminal_size((120, 24)).columns)
 
 

@@ -186,28 +186,39 @@ def _cells(r: dict) -> list[str]:
 
 
 def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[str]:
-    """The summary table: one block per group, rows sorted by param (impls of one case adjacent)."""
+    """The summary table: one block per group, rows sorted by param (impls of one case adjacent).
+
+    Columns that are empty for every result (e.g. TFLOP/s for a memory-bound suite, verdicts without a
+    baseline) are left out; long params are truncated in the middle to fit ``width``."""
     lines = [f"gpuperf: {_device_line(device)}"]
     if not results:
         return lines + ["no measurements"]
-    verdict_w = max([7] + [len(_verdict_text(r)) for r in results])
-    fixed = sum(w + 2 for _, w, _ in _COLUMNS) + 2 + verdict_w
+    cells = {id(r): _cells(r) for r in results}
+    keep = [k for k, (name, _, _) in enumerate(_COLUMNS)
+            if name == "median" or any(cells[id(r)][k] not in ("-", "") for r in results)]
+    columns = [_COLUMNS[k] for k in keep]
+    show_verdict = any(_verdict_text(r) for r in results)
+    verdict_w = max([7] + [len(_verdict_text(r)) for r in results]) if show_verdict else 0
+    fixed = sum(w + 2 for _, w, _ in columns) + (2 + verdict_w if show_verdict else 0)
     longest = max(len(str(r.get("param") or r.get("name") or "")) for r in results)
-    param_w = max(12, min(longest, width - 2 - fixed))
+    param_w = max(12, min(max(longest, 5), width - 2 - fixed))
     for group, rows in _grouped(results):
         lines.append("")
         lines.append(group)
         header = "  " + f"{'param':<{param_w}}"
-        for name, w, _ in _COLUMNS:
+        for name, w, _ in columns:
             header += "  " + f"{name:>{w}}"
-        header += "  " + "verdict"
+        if show_verdict:
+            header += "  " + "verdict"
         lines.append(header.rstrip())
         for r in rows:
             label = str(r.get("param") or r.get("name") or "")
             line = "  " + f"{_middle_truncate(label, param_w):<{param_w}}"
-            for (name, w, _), cell in zip(_COLUMNS, _cells(r)):
-                line += "  " + f"{cell:>{w}}"
-            line += "  " + _verdict_text(r)
+            row_cells = cells[id(r)]
+            for k, (name, w, _) in zip(keep, columns):
+                line += "  " + f"{row_cells[k]:>{w}}"
+            if show_verdict:
+                line += "  " + _verdict_text(r)
             lines.append(line.rstrip())
     lines.append("")
     lines.append(_summary_counts(results))
@@ -303,8 +314,8 @@ def markdown(results: list[dict], device: dict, software: dict) -> str:
         out.append("### Regressions")
         out.append("")
         for r in regressions:
-            msg = ""
-            if isinstance(r.get("baseline"), dict):
+            msg = r.get("message") or ""
+            if not msg and isinstance(r.get("baseline"), dict):
                 msg = judge(r["baseline"], r, float(r.get("threshold") or 0.05)).message
             out.append(f"- `{_md_escape(r.get('nodeid', ''))}`: {_md_escape(msg or r.get('verdict'))}")
         out.append("")
@@ -353,14 +364,20 @@ def write_markdown(path: Path, results: list[dict], device: dict, software: dict
 # JSON (pytest-benchmark's format)
 
 _EXTRA_KEYS = ("gbps", "tflops", "pct_of_peak", "bytes", "flops", "peak_memory_bytes", "noise", "ci_ms",
-               "method", "cache", "sm_clock_mhz", "throttle", "verdict", "memory_verdict", "change",
-               "threshold")
+               "method", "calls_per_sample", "cache", "sm_clock_mhz", "throttle", "verdict", "memory_verdict",
+               "change", "memory_change", "threshold", "message", "remeasured", "warnings")
 
 
 def _finite(obj: Any) -> Any:
     """JSON-safe copy: non-finite floats become None, tuples lists, unknown objects strings."""
-    if obj is None or isinstance(obj, (bool, str, int)):
-        return obj
+    if obj is None:
+        return None
+    if isinstance(obj, bool):
+        return bool(obj)
+    if isinstance(obj, str):
+        return str(obj)
+    if isinstance(obj, int):
+        return int(obj)
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
@@ -405,6 +422,13 @@ def _stats_seconds(r: dict) -> dict:
     stats.setdefault("stddev", 0.0)
     rounds = int(_num(r.get("samples")) or len(data_ms) or 1)
     stats["rounds"] = rounds
+    q1, q3 = _num(r.get("q1_ms")), _num(r.get("q3_ms"))
+    if q1 is not None and q3 is not None and "q1" not in stats:
+        stats["q1"], stats["q3"], stats["iqr"] = q1 / 1e3, q3 / 1e3, (q3 - q1) / 1e3
+        stats["ld15iqr"] = max(stats["min"], stats["q1"] - 1.5 * stats["iqr"])
+        stats["hd15iqr"] = min(stats["max"], stats["q3"] + 1.5 * stats["iqr"])
+        stats["iqr_outliers"] = stats["stddev_outliers"] = 0
+        stats["outliers"] = "0;0"
     if "q1" not in stats:
         sigma = (_num(r.get("noise")) or 0.0) * stats["median"]
         stats["q1"] = stats["median"] - 0.6745 * sigma
@@ -422,7 +446,8 @@ def _stats_seconds(r: dict) -> dict:
     out = {k: stats[k] for k in order}
     if data_ms:
         out["data"] = [x / 1e3 for x in data_ms]
-    out["iterations"] = int(_num(r.get("iterations")) or 1)
+    # each sample is already the time of one call (graph/batched samples are divided by the calls they hold)
+    out["iterations"] = int(_num(r.get("iterations")) or _num(r.get("calls_per_sample")) or 1)
     return out
 
 
@@ -762,9 +787,12 @@ def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suf
     ax.set_ylim(-0.6, len(cases) - 0.4)
     for y in ys[:-1]:
         ax.axhline(y - 0.5, color="#DDDDDD", linewidth=0.8, zorder=0)
-    if key == "pct_of_peak":
+    if key == "pct_of_peak" and vmax >= 40:
         ax.axvline(100, color="#888888", linestyle="--", linewidth=1, zorder=0)
         ax.set_xlim(0, max(100.0, vmax) * 1.4)
+    elif key == "pct_of_peak":  # all far from peak: zoom in rather than squash the bars against 0
+        ax.set_xlim(0, (vmax or 1.0) * 1.8)
+        label += " (100% is off the scale)"
     elif not higher and vmin and vmax / vmin > 20:  # times spanning sizes: a log axis keeps all bars readable
         ax.set_xscale("log")
         ax.set_xlim(vmin / 3, vmax * 12)
@@ -776,14 +804,15 @@ def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suf
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    handles = [Patch(color=color[i], label=i) for i in impls]
+    handles = [Patch(color=color[i], label=i) for i in impls] if impls != [group] else []
     if any_base:
         handles.append(Line2D([0], [0], color="black", linewidth=2.2, label="baseline"))
     for verdict in ("slower", "faster", "unsure"):
         if verdict in verdicts_seen:
             handles.append(Patch(facecolor="white", edgecolor=_VERDICT_COLOR[verdict], linewidth=2, label=verdict))
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(len(handles), 8),
-              fontsize=8.5, frameon=False, borderaxespad=0.2, handlelength=1.6, columnspacing=1.2)
+    if handles:
+        ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(len(handles), 8),
+                  fontsize=8.5, frameon=False, borderaxespad=0.2, handlelength=1.6, columnspacing=1.2)
     better = "higher is better" if higher else ""
     ax.set_title(f"{group}: {label}{', ' + better if better else ''}{title_suffix}", fontsize=11, loc="left",
                  pad=24)

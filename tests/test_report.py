@@ -243,7 +243,8 @@ def test_load_results_from_real_pytest_benchmark_json(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:gpuperf",
                            "test_pb.py", f"--benchmark-json={out}", "--benchmark-max-time=0.01",
                            "--benchmark-min-rounds=5"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")})  # not an xdist worker
     assert proc.returncode == 0, proc.stdout + proc.stderr
     device, back = report.load_results(out)
     assert device is None and len(back) == 2
