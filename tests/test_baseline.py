@@ -114,6 +114,8 @@ BAD_FILES = {
     "no-schema": ("device: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n", "no schema_version"),
     "wrong-schema": ("schema_version: 2\ndevice: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n",
                      "schema_version 2 is not supported"),
+    "bool-schema": ("schema_version: true\ndevice: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n",
+                    "schema_version True is not supported"),
     "no-device": ("schema_version: 1\nentries: {}\n", "'device' must be a mapping"),
     "foreign-device": ("schema_version: 1\ndevice: {key: nvidia-a100-sxm4-80gb}\nentries: {}\n",
                        "for device 'nvidia-a100-sxm4-80gb'.*nvidia-h100-80gb-hbm3"),
@@ -142,6 +144,28 @@ def test_bad_file_gives_error_naming_file_and_is_never_overwritten(tmp_path, cas
     assert str(path) in str(err2.value)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [path.name]
+
+
+def test_str_subclasses_and_numpy_like_scalars_are_saved_as_plain_values(tmp_path):
+    class TorchVersion(str):  # torch.__version__ is a str subclass that yaml.safe_dump refuses
+        pass
+
+    class Scalar:  # numpy/torch scalars have .item()
+        def __init__(self, v):
+            self.v = v
+
+        def item(self):
+            return self.v
+
+    path = tmp_path / "b.yaml"
+    r = result("t::a", 0.5)
+    r.update(median_ms=Scalar(0.5), samples=Scalar(7), gbps=float("inf"))
+    e = bl.entry_from_result(r)
+    bl.save(path, DEVICE, dict(SOFTWARE, torch=TorchVersion("2.13.0+cpu")), {"t::a": e})
+    b = bl.load(path, DEVICE["key"])
+    assert b.software["torch"] == "2.13.0+cpu" and type(b.software["torch"]) is str
+    assert b.entries["t::a"]["median_ms"] == 0.5 and b.entries["t::a"]["samples"] == 7
+    assert b.entries["t::a"]["gbps"] is None  # non-finite numbers are stored as null
 
 
 def test_foreign_device_file_loads_without_a_device_key(tmp_path):
