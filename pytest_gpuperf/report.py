@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from .baseline import Baseline, BaselineError
+from .baseline import Baseline, BaselineError  # noqa: F401  (re-exported: load_results raises it)
 from .baseline import load as load_baseline
 from .compare import DEFAULT_THRESHOLD, fmt_bytes, fmt_ms, judge
 
