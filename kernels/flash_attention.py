@@ -1,0 +1,503 @@
+"""Scaled dot-product attention, forward and backward: a FlashAttention in Triton and its peers.
+
+Inputs are q, k, v of shape (B, H, N, D) (batch, heads, sequence length, head dim), the same N
+for queries and keys; ``causal`` lets query i see keys 0..i. The softmax scale is 1/sqrt(D).
+``shape`` below is the tuple (B, H, N, D).
+
+Cost model (``cost``):
+- flops: forward 4*B*H*N^2*D (two matmuls of 2*N^2*D each per head), half that when causal;
+  backward 2.5x the forward (five such matmuls: the recomputed S, dV, dP, dQ, dK), also halved
+  when causal. Work an implementation repeats (a second recomputation of S or dP) is not counted.
+- bytes: the minimum traffic through device memory: forward reads q, k, v and writes o once
+  (4*B*H*N*D elements); backward reads q, k, v, o, dO and the float32 log-sum-exp (B*H*N) and
+  writes dQ, dK, dV (8*B*H*N*D elements + 4*B*H*N bytes). The forward's own log-sum-exp output
+  and the backward's delta = rowsum(dO*O) are an implementation's business and not counted.
+
+Implementations (``IMPLS``): ``triton`` (this repo's FlashAttention-2 style kernels,
+``flash_attention_triton.py``), ``torch_manual`` (materializes scores and probabilities, float32
+softmax), ``torch_flash`` / ``torch_cudnn`` / ``torch_efficient`` (``F.scaled_dot_product_attention``
+with that backend forced), ``compiled`` (``torch.compile`` of ``torch_manual``), ``flex``
+(``flex_attention`` under ``torch.compile``, causal through a block mask). ``unavailable_reason``
+says, before a call, why an impl cannot run a case here (backend missing, memory, CPU limits).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+LOG2E = 1.4426950408889634
+
+# ----------------------------------------------------------------------------------------------
+# tolerances
+# ----------------------------------------------------------------------------------------------
+# Every impl rounds P (and, backward, dS) to the input dtype before a matmul and rounds its
+# outputs, so an element's error is a few roundings (2^-8 bf16, 2^-11 fp16) of the typical
+# magnitude of that output, not of the element itself (many outputs sit near zero, where a purely
+# relative test means nothing). So: atol = atol_rms * rms(reference), plus a relative part. Needed
+# atol_rms (worst element, after the rtol part) measured on CPU at B1 H4 N<=2048 D64 for manual,
+# SDPA flash and triton: <= 0.11 bf16 (SDPA flash dQ, causal, N2048), <= 0.012 fp16; it grows
+# slowly with N and with the number of elements, hence about 2x room.
+TOLERANCE = {
+    torch.bfloat16: {"rtol": 2e-2, "atol_rms": 0.25},
+    torch.float16: {"rtol": 4e-3, "atol_rms": 0.03},
+    torch.float32: {"rtol": 1e-4, "atol_rms": 1e-4},
+}
+
+
+def tolerance(expected: torch.Tensor, dtype: torch.dtype) -> dict[str, float]:
+    """rtol/atol for comparing an impl's output of ``dtype`` with the float64 ``expected``."""
+    tol = TOLERANCE[dtype]
+    rms = expected.double().pow(2).mean().sqrt().item()
+    return {"rtol": tol["rtol"], "atol": tol["atol_rms"] * max(rms, 1e-6)}
+
+
+# ----------------------------------------------------------------------------------------------
+# inputs, reference, cost
+# ----------------------------------------------------------------------------------------------
+def make_inputs(shape, dtype, device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v of ``shape`` (B, H, N, D), standard normal, contiguous."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return tuple(torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+                 for _ in range(3))
+
+
+def make_grad_output(shape, dtype, device, seed: int = 0) -> torch.Tensor:
+    """dO for the backward, standard normal (a different stream from the inputs)."""
+    gen = torch.Generator(device=device).manual_seed(seed + 1_000_003)
+    return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+
+
+def _ref_chunks(N: int, device) -> int:
+    """Query rows per chunk of the float64 reference: about 32 MiB of float64 scores at a time."""
+    return max(1, min(N, (4 << 20) // max(N, 1)))
+
+
+def reference_grads(q, k, v, dout=None, causal: bool = False, sm_scale: float | None = None):
+    """Float64 attention on the inputs' device: out, and with ``dout`` also (dq, dk, dv).
+
+    Exact formulas, one head and a slab of query rows at a time, so that memory stays bounded at
+    any N: S = scale*Q K^T (masked), P = softmax(S), O = P V; dV = P^T dO, dP = dO V^T,
+    dS = P * (dP - rowsum(dO * O)), dQ = scale * dS K, dK = scale * dS^T Q.
+    """
+    B, H, N, D = q.shape
+    scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+    q64, k64, v64 = (t.detach().to(torch.float64) for t in (q, k, v))
+    out = torch.empty_like(q64)
+    grads = dout is not None
+    if grads:
+        do64 = dout.detach().to(torch.float64)
+        dq, dk, dv = torch.empty_like(q64), torch.zeros_like(k64), torch.zeros_like(v64)
+    rows_per = _ref_chunks(N, q.device)
+    cols = torch.arange(N, device=q.device)
+    for b in range(B):
+        for h in range(H):
+            qh, kh, vh = q64[b, h], k64[b, h], v64[b, h]
+            for r0 in range(0, N, rows_per):
+                r1 = min(N, r0 + rows_per)
+                s = (qh[r0:r1] @ kh.T) * scale
+                if causal:
+                    rows = torch.arange(r0, r1, device=q.device)
+                    s.masked_fill_(cols[None, :] > rows[:, None], float("-inf"))
+                p = torch.softmax(s, dim=-1)
+                o = p @ vh
+                out[b, h, r0:r1] = o
+                if grads:
+                    do = do64[b, h, r0:r1]
+                    dv[b, h] += p.T @ do
+                    dp = do @ vh.T
+                    ds = p * (dp - (do * o).sum(-1, keepdim=True))
+                    dq[b, h, r0:r1] = scale * (ds @ kh)
+                    dk[b, h] += scale * (ds.T @ qh[r0:r1])
+    return (out, dq, dk, dv) if grads else out
+
+
+def reference(q, k, v, causal: bool = False, sm_scale: float | None = None) -> torch.Tensor:
+    """softmax(scale * q k^T [causal mask]) v in float64, on the inputs' device."""
+    return reference_grads(q, k, v, None, causal, sm_scale)
+
+
+def cost(shape, dtype, causal: bool = False, backward: bool = False) -> tuple[int, int]:
+    """(bytes, flops) of one forward, or of one backward; see the module docstring."""
+    B, H, N, D = shape
+    elem = torch.empty((), dtype=dtype).element_size()
+    flops = 4 * B * H * N * N * D
+    if causal:
+        flops //= 2
+    if backward:
+        return 8 * B * H * N * D * elem + 4 * B * H * N, int(flops * 2.5)
+    return 4 * B * H * N * D * elem, flops
+
+
+# ----------------------------------------------------------------------------------------------
+# triton
+# ----------------------------------------------------------------------------------------------
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
+
+
+def _interpreter_index_shim() -> None:
+    """Triton 3.6's interpreter turns a scalar into a Python int with ``int(ndarray of shape (1,))``,
+    which NumPy >= 2.4 refuses, so ``range(lo, hi)`` over run-time bounds fails in the interpreter.
+    Convert through the single element instead (same value, any NumPy). Idempotent; interpreter only.
+    """
+    from triton.runtime import interpreter as interp
+
+    patch = getattr(interp, "_patch_lang_tensor", None)
+    if patch is None or getattr(patch, "_scalar_index_shim", False):
+        return
+
+    def patched(tensor, scope):
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched._scalar_index_shim = True
+    interp._patch_lang_tensor = patched
+
+
+if INTERPRET:
+    _interpreter_index_shim()
+
+
+def _device_supports_tma(device: torch.device) -> bool:
+    """Tensor descriptors backed by TMA: CUDA devices of compute capability 9.0 and newer."""
+    return device.type == "cuda" and not INTERPRET and torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def _tma_layout_ok(*tensors: torch.Tensor) -> bool:
+    """TMA needs 16-byte aligned bases (rows are D elements, D*elem is a multiple of 16 here)."""
+    return all(t.data_ptr() % 16 == 0 for t in tensors)
+
+
+def _ensure_triton_allocator() -> None:
+    """Device-side tensor descriptors need a scratch allocator; give Triton torch's, once."""
+    import triton
+    from triton.runtime import _allocation
+
+    current = getattr(_allocation, "_allocator", None)
+    null = getattr(_allocation, "NullAllocator", None)
+    if current is not None and null is not None and not isinstance(current.get(), null):
+        return  # someone (the matmul module, the user) already set one
+
+    def alloc(size: int, alignment: int, stream):
+        return torch.empty(size, device="cuda", dtype=torch.int8)
+
+    triton.set_allocator(alloc)
+
+
+# Launch parameters. On the GPU the first call of a (N, D, causal, dtype) autotunes among these;
+# they were chosen by timing on an H100 (scratch/bench_attention.py). The interpreter uses the
+# small fixed blocks so that tests at N=77/128 cross several blocks, a causal band and a tail.
+# (Triton 3.6's automatic warp specialization, tl.range(warp_specialize=True), does not apply to
+# these loops on Hopper: the kernel compiles unchanged at 8 warps, and fails or spills at 4.)
+FWD_CONFIGS = [  # BLOCK_M, BLOCK_N, num_warps, num_stages
+    (128, 128, 8, 2),
+    (128, 64, 8, 3),
+    (64, 64, 4, 3),
+]
+BWD_CONFIGS = [  # BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, num_stages
+    (64, 128, 128, 64, 8, 2),
+    (32, 128, 128, 32, 4, 3),
+    (64, 64, 64, 64, 4, 3),
+]
+BWD_ATOMIC_CONFIGS = [  # BLOCK_M1, BLOCK_N1, num_warps, num_stages
+    (32, 128, 8, 3),
+    (64, 128, 8, 3),
+]
+BWD_VARIANT = "split"
+INTERPRET_FWD = dict(BLOCK_M=32, BLOCK_N=16)
+INTERPRET_BWD = dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16)
+
+
+def _prune_fwd(configs, named_args, **kwargs):
+    n = named_args["N"]
+    fit = [c for c in configs if c.kwargs["BLOCK_M"] <= max(64, n)]
+    return fit or configs[-1:]
+
+
+def _prune_bwd(configs, named_args, **kwargs):
+    n = named_args["N"]
+    fit = [c for c in configs if max(c.kwargs["BLOCK_N1"], c.kwargs.get("BLOCK_M2", 0)) <= max(64, n)]
+    return fit or configs[-1:]
+
+
+@functools.cache
+def _tuned_kernels():
+    import triton
+
+    from kernels import flash_attention_triton as fat
+
+    fwd = triton.autotune(
+        [triton.Config(dict(BLOCK_M=bm, BLOCK_N=bn), num_warps=w, num_stages=s)
+         for bm, bn, w, s in FWD_CONFIGS],
+        key=["N", "HEAD_DIM", "CAUSAL", "USE_TMA"],
+        prune_configs_by={"early_config_prune": _prune_fwd},
+    )(fat.attn_fwd_kernel)
+    bwd = triton.autotune(
+        [triton.Config(dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=m2, BLOCK_N2=n2), num_warps=w, num_stages=s)
+         for m1, n1, m2, n2, w, s in BWD_CONFIGS],
+        key=["N", "HEAD_DIM", "CAUSAL", "USE_TMA"],
+        prune_configs_by={"early_config_prune": _prune_bwd},
+    )(fat.attn_bwd_kernel)
+    bwd_atomic = triton.autotune(
+        [triton.Config(dict(BLOCK_M1=m1, BLOCK_N1=n1), num_warps=w, num_stages=s)
+         for m1, n1, w, s in BWD_ATOMIC_CONFIGS],
+        key=["N", "HEAD_DIM", "CAUSAL", "USE_TMA"],
+        prune_configs_by={"early_config_prune": _prune_bwd},
+        reset_to_zero=["DQ"],
+    )(fat.attn_bwd_atomic_kernel)
+    return fwd, bwd, bwd_atomic
+
+
+def _check_inputs(q, k, v):
+    if not (q.shape == k.shape == v.shape) or q.dim() != 4:
+        raise ValueError(f"q, k, v must share one (B, H, N, D) shape, got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    if q.shape[-1] not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"head dim {q.shape[-1]} not supported (one of {SUPPORTED_HEAD_DIMS})")
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"q, k, v must all be float16 or bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}")
+
+
+def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None = None, config=None):
+    """Launch the forward on contiguous q, k, v: returns (o, lse), lse in base 2, float32 (B, H, N).
+
+    ``config`` (dict of BLOCK_M, BLOCK_N, num_warps, num_stages) skips the autotuner
+    (used by the tuning script)."""
+    from kernels import flash_attention_triton as fat
+
+    B, H, N, D = q.shape
+    if use_tma is None:
+        use_tma = _device_supports_tma(q.device) and _tma_layout_ok(q, k, v)
+    o = torch.empty_like(q)
+    if use_tma:
+        _ensure_triton_allocator()
+        use_tma = use_tma and _tma_layout_ok(o)
+    lse = torch.empty((B, H, N), device=q.device, dtype=torch.float32)
+    args = (q, k, v, o, lse, sm_scale * LOG2E, N)
+    if INTERPRET or config is not None:
+        meta = dict(INTERPRET_FWD) if config is None else dict(config)
+        grid = (triton_cdiv(N, meta["BLOCK_M"]), B * H)
+        fat.attn_fwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **meta)
+    else:
+        fwd = _tuned_kernels()[0]
+        grid = lambda meta: (triton_cdiv(N, meta["BLOCK_M"]), B * H)  # noqa: E731
+        fwd[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma)
+    return o, lse
+
+
+def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma: bool | None = None,
+                    config=None, variant: str | None = None):
+    """dq, dk, dv from contiguous saved tensors and dO: a delta = rowsum(dO*O) preprocess, then
+    ``variant`` "split" (one launch of dK/dV programs and dQ programs, no atomics) or "atomic"
+    (key-block programs that also add dS.K into a float32 dQ). ``config`` skips the autotuner."""
+    from kernels import flash_attention_triton as fat
+
+    B, H, N, D = q.shape
+    variant = variant or BWD_VARIANT
+    do = do.contiguous()
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    if variant == "atomic":
+        dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
+    else:
+        dq = torch.empty_like(q)
+    if use_tma is None:
+        use_tma = _device_supports_tma(q.device) and _tma_layout_ok(q, k, v, do, dq, dk, dv)
+    if use_tma:
+        _ensure_triton_allocator()
+    delta = torch.empty_like(lse)
+    pre_block = 64 if INTERPRET else 128
+    fat.attn_bwd_delta_kernel[(triton_cdiv(N, pre_block), B * H)](o, do, delta, N, HEAD_DIM=D, BLOCK_M=pre_block)
+    args = (q, k, v, do, dq, dk, dv, lse, delta, sm_scale * LOG2E, sm_scale, N)
+    meta = None if (config is None and not INTERPRET) else dict(INTERPRET_BWD if config is None else config)
+
+    if variant == "atomic":
+        if meta is not None:
+            meta = {key: val for key, val in meta.items() if key not in ("BLOCK_M2", "BLOCK_N2")}
+        kernel = fat.attn_bwd_atomic_kernel if meta is not None else _tuned_kernels()[2]
+
+        def grid(m):
+            return (triton_cdiv(N, m["BLOCK_N1"]), B * H)
+    else:
+        kernel = fat.attn_bwd_kernel if meta is not None else _tuned_kernels()[1]
+
+        def grid(m):
+            return (triton_cdiv(N, m["BLOCK_N1"]) + triton_cdiv(N, m["BLOCK_M2"]), B * H)
+
+    if meta is not None:
+        kernel[grid(meta)](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **meta)
+    else:
+        kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma)
+    if variant == "atomic":
+        dq = dq.to(q.dtype)
+    return dq, dk, dv
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class FlashAttention(torch.autograd.Function):
+    """Forward saves q, k, v, o and the log-sum-exp (never P); backward recomputes P blockwise."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, sm_scale, use_tma):
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        o, lse = triton_forward(q, k, v, causal, sm_scale, use_tma)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.sm_scale, ctx.use_tma = causal, sm_scale, use_tma
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = triton_backward(q, k, v, o, lse, do, ctx.causal, ctx.sm_scale, ctx.use_tma)
+        return dq, dk, dv, None, None, None
+
+
+def flash_attention(q, k, v, causal: bool = False, sm_scale: float | None = None, *,
+                    use_tma: bool | None = None) -> torch.Tensor:
+    """Triton FlashAttention, differentiable in q, k, v. ``use_tma=None`` picks tensor descriptors
+    when the device has TMA (Hopper+) and the data is aligned, else pointer loads (other GPUs, the
+    CPU interpreter); True/False force one path (the interpreter runs both)."""
+    _check_inputs(q, k, v)
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(q.shape[-1])
+    return FlashAttention.apply(q, k, v, bool(causal), float(sm_scale), use_tma)
+
+
+# ----------------------------------------------------------------------------------------------
+# peers
+# ----------------------------------------------------------------------------------------------
+def torch_manual(q, k, v, causal: bool = False) -> torch.Tensor:
+    """Materializes the (B, H, N, N) scores (matmul in the input dtype, then float32), a float32
+    softmax, and the probabilities cast back for the second matmul."""
+    N, D = q.shape[-2], q.shape[-1]
+    s = torch.matmul(q, k.transpose(-2, -1)).float()
+    s.mul_(1.0 / math.sqrt(D))
+    if causal:
+        s.masked_fill_(torch.ones(N, N, dtype=torch.bool, device=q.device).triu_(1), float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return torch.matmul(p.to(q.dtype), v)
+
+
+# Bytes per element of the (B, H, N, N) score matrix that torch_manual holds at its peak: forward
+# the float32 scores and probabilities (+ the input-dtype scores briefly); backward also the
+# saved probabilities in two dtypes, their gradients in two dtypes and the softmax backward's
+# temporaries. Estimates with some room; measured peaks on the H100 sit under them.
+MANUAL_BYTES_PER_SCORE = {"fwd": 10, "bwd": 22}
+
+
+def manual_memory_need(shape, direction: str = "fwd") -> int:
+    B, H, N, _ = shape
+    return MANUAL_BYTES_PER_SCORE[direction] * B * H * N * N
+
+
+def _sdpa(backend_name: str) -> Callable:
+    def fn(q, k, v, causal: bool = False):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(getattr(SDPBackend, backend_name)):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    fn.__name__ = f"sdpa_{backend_name.lower()}"
+    return fn
+
+
+torch_flash = _sdpa("FLASH_ATTENTION")
+torch_cudnn = _sdpa("CUDNN_ATTENTION")
+torch_efficient = _sdpa("EFFICIENT_ATTENTION")
+
+_SDPA_CHECKS = {  # impl -> (SDPBackend name, torch.backends.cuda checker)
+    "torch_flash": ("FLASH_ATTENTION", "can_use_flash_attention"),
+    "torch_cudnn": ("CUDNN_ATTENTION", "can_use_cudnn_attention"),
+    "torch_efficient": ("EFFICIENT_ATTENTION", "can_use_efficient_attention"),
+}
+
+
+@functools.cache
+def _compiled_manual():
+    return torch.compile(torch_manual, dynamic=False)
+
+
+def compiled(q, k, v, causal: bool = False) -> torch.Tensor:
+    """torch.compile (Inductor) of torch_manual, built once per process."""
+    return _compiled_manual()(q, k, v, causal)
+
+
+@functools.cache
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def _causal_mod(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+@functools.cache
+def _causal_block_mask(n: int, device: str):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(_causal_mod, B=None, H=None, Q_LEN=n, KV_LEN=n, device=device)
+
+
+def flex(q, k, v, causal: bool = False) -> torch.Tensor:
+    """flex_attention under torch.compile; causal via a (cached) block mask."""
+    mask = _causal_block_mask(q.shape[-2], str(q.device)) if causal else None
+    return _compiled_flex()(q, k, v, block_mask=mask)
+
+
+def triton_impl(q, k, v, causal: bool = False) -> torch.Tensor:
+    """The Triton FlashAttention with default scale and path."""
+    return flash_attention(q, k, v, causal)
+
+
+IMPLS: dict[str, Callable] = {
+    "triton": triton_impl,
+    "torch_manual": torch_manual,
+    "torch_flash": torch_flash,
+    "torch_cudnn": torch_cudnn,
+    "torch_efficient": torch_efficient,
+    "compiled": compiled,
+    "flex": flex,
+}
+
+
+def unavailable_reason(impl: str, q: torch.Tensor, causal: bool, direction: str = "fwd") -> str | None:
+    """Why ``impl`` cannot run this case on this machine (checked before calling), or None.
+
+    ``q`` is a representative input (its shape, dtype, device and requires_grad matter)."""
+    shape = tuple(q.shape)
+    if impl in _SDPA_CHECKS:
+        backend, checker = _SDPA_CHECKS[impl]
+        if q.device.type != "cuda":
+            if impl == "torch_flash":
+                return None  # PyTorch has a CPU flash kernel
+            return f"SDPA {backend} needs a CUDA device"
+        check = getattr(torch.backends.cuda, checker, None)
+        if check is not None:
+            from torch.backends.cuda import SDPAParams
+
+            params = SDPAParams(q, q, q, None, 0.0, causal, False)
+            if not check(params, False):
+                return (f"SDPA {backend} is unavailable for {q.dtype} {shape}"
+                        f"{' causal' if causal else ''} on {torch.cuda.get_device_name(q.device)}")
+        return None
+    if impl in ("torch_manual", "compiled") and q.device.type == "cuda":
+        need = manual_memory_need(shape, direction)
+        free, _ = torch.cuda.mem_get_info(q.device)
+        if need > free:
+            return (f"out of memory (predicted): {impl} needs ~{need / 2**30:.1f} GiB for the "
+                    f"{shape[0]}x{shape[1]}x{shape[2]}x{shape[2]} scores and probabilities, "
+                    f"{free / 2**30:.1f} GiB free")
+    if impl == "flex" and q.device.type == "cpu" and direction == "bwd":
+        return "FlexAttention has no backward on CPU"
+    if impl == "triton" and shape[-1] not in SUPPORTED_HEAD_DIMS:
+        return f"triton impl supports head dims {SUPPORTED_HEAD_DIMS}"
+    return None
