@@ -197,15 +197,17 @@ class GpuPerf:
     def peaks(self) -> Peaks:
         """Measured peaks, kept in pytest's cache per device and torch version so runs share them."""
         if self._peaks is None:
-            self._peaks = Peaks(self.config.cache.get(self._peaks_key(), {}) if self.config.cache else {})
+            cache = getattr(self.config, "cache", None)
+            self._peaks = Peaks(cache.get(self._peaks_key(), {}) if cache is not None else {})
         return self._peaks
 
     def _peaks_key(self) -> str:
         return f"gpuperf/peaks/{self.device['key']}/{software_versions().get('torch')}"
 
     def store_peaks(self) -> None:
-        if self._peaks is not None and self.config.cache is not None:
-            self.config.cache.set(self._peaks_key(), self._peaks.values)
+        cache = getattr(self.config, "cache", None)
+        if self._peaks is not None and cache is not None:
+            cache.set(self._peaks_key(), self._peaks.values)
 
     # -- hooks of the registered session object -------------------------------------------
     @pytest.hookimpl(trylast=True)

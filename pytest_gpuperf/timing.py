@@ -8,11 +8,18 @@ The rules (each one a trap seen in practice):
 - A call whose GPU time is shorter than its launch cost (or shorter than events resolve) is
   launch-bound: it is captured k times in a CUDA graph and timed per replay; if it cannot be captured,
   k eager calls are queued behind a GPU spin so that launch gaps are not measured.
-- Each sample starts from a cold L2 (a memset over twice the L2) unless the cache mode is `warm`; a
-  short GPU spin at the head of each batch keeps the host ahead of the device so no sample sees a
-  launch gap.
-- Samples are taken in batches until the median's 95% confidence interval is within the target
-  precision or the time budget is spent.
+- Each sample starts from a cold L2 unless the cache mode is `warm`: a reduction reads a buffer twice
+  the L2's size. It reads rather than writes (a memset, as do_bench does): a memset leaves the L2
+  full of dirty lines whose write-back then lands inside the timed kernel (+60% on a 4M-float
+  elementwise op on an H100). A short GPU spin at the head of each batch keeps the host ahead of
+  the device so no sample sees a launch gap.
+- What the timer adds is subtracted from every sample: an event pair around one kernel reads the
+  kernel plus ~2 µs of event and launch latency (H100). It is measured once per device as an event
+  pair around an empty kernel minus that kernel's per-call time in a CUDA graph.
+- Samples are taken in batches of ~50 ms. Power management makes consecutive samples correlated
+  (a bf16 matmul's clock wanders over hundreds of ms), so the precision of the median is judged
+  from the spread of the batch medians, not from the samples as if they were independent: sampling
+  stops when that confidence interval is within the target precision or the time budget is spent.
 """
 from __future__ import annotations
 
@@ -48,6 +55,7 @@ class TimingConfig:
     budget_s: float = 1.0  # stop sampling after this much wall time (warm-up not included)
     warmup_s: float = 0.1  # keep calling after the first call for this long (clocks, caches)
     min_samples: int = 10
+    min_batches: int = 5  # batch medians needed before their spread is trusted
     max_samples: int = 100_000
     batch_s: float = 0.05  # device time queued between checks of the stop rule
 
@@ -68,15 +76,33 @@ class Stats:
     samples: int
 
 
-def summarize(samples_ms: list[float]) -> Stats:
-    """Median, spread and a distribution-free 95% CI of the median (order-statistic bounds)."""
+# Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (beyond: 1.96 suffices).
+_T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13,
+         2.12, 2.11, 2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04)
+
+
+def _ci_half_width(median: float, data: list[float], batch_medians: list[float] | None) -> float:
+    """Half-width of a 95% CI of the median: from batch medians (t-interval) when there are enough
+    batches, else distribution-free order-statistic bounds of the samples."""
+    if batch_medians and len(batch_medians) >= 3:
+        k = len(batch_medians)
+        t = _T975[k - 2] if k - 1 <= len(_T975) else 1.96
+        return t * statistics.stdev(batch_medians) / math.sqrt(k)
+    n = len(data)
+    half = 1.96 * math.sqrt(n) / 2
+    lo = data[max(0, math.floor(n / 2 - half))]
+    hi = data[min(n - 1, math.ceil(n / 2 + half))]
+    return max(median - lo, hi - median)
+
+
+def summarize(samples_ms: list[float], batch_medians: list[float] | None = None) -> Stats:
+    """Median, spread and a 95% CI of the median (see _ci_half_width)."""
     data = sorted(samples_ms)
     n = len(data)
     median = statistics.median(data)
     mad = statistics.median(abs(x - median) for x in data)
-    half = 1.96 * math.sqrt(n) / 2
-    lo = data[max(0, math.floor(n / 2 - half))]
-    hi = data[min(n - 1, math.ceil(n / 2 + half))]
+    half = _ci_half_width(median, data, batch_medians)
+    lo, hi = median - half, median + half
     q1, _, q3 = statistics.quantiles(data, n=4) if n > 1 else (median, median, median)
     return Stats(
         median_ms=median, mean_ms=statistics.fmean(data), min_ms=data[0], max_ms=data[-1],
@@ -99,6 +125,7 @@ class Measurement:
     method: str
     calls_per_sample: int
     cache: str
+    batch_medians: list[float] = field(default_factory=list)
     value: Any = None
     peak_memory_bytes: int | None = None
     sm_clock_mhz: int | None = None
@@ -107,7 +134,7 @@ class Measurement:
     wall_s: float = 0.0  # total time spent in measure(), warm-up and calibration included
 
     def __post_init__(self) -> None:
-        self.stats = summarize(self.samples_ms)
+        self.stats = summarize(self.samples_ms, self.batch_medians)
 
     @property
     def median_ms(self) -> float:
@@ -159,10 +186,12 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
     return m
 
 
-def _stop(samples: list[float], config: TimingConfig, started: float) -> bool:
+def _stop(samples: list[float], batch_medians: list[float], config: TimingConfig, started: float) -> bool:
     if len(samples) >= config.max_samples or time.perf_counter() - started >= config.budget_s:
         return True
-    return len(samples) >= config.min_samples and ci_relative(summarize(samples)) <= config.precision
+    if len(samples) < config.min_samples or len(batch_medians) < config.min_batches:
+        return False
+    return ci_relative(summarize(samples, batch_medians)) <= config.precision
 
 
 def _measure_cpu(fn: Callable[[], Any], config: TimingConfig, value: Any) -> Measurement:
@@ -174,14 +203,20 @@ def _measure_cpu(fn: Callable[[], Any], config: TimingConfig, value: Any) -> Mea
         calls += 1
     per_call = (time.perf_counter() - t0) / calls
     inner = max(1, math.ceil(CPU_SAMPLE_S / max(per_call, 1e-9)))
+    per_batch = max(1, math.ceil(config.batch_s / (per_call * inner)))
     samples: list[float] = []
+    batch_medians: list[float] = []
     started = time.perf_counter()
-    while not _stop(samples, config, started):
-        t = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - t) * 1e3 / inner)
-    return Measurement(samples, "cpu", inner, "n/a", value=value)
+    while not _stop(samples, batch_medians, config, started):
+        batch = []
+        for _ in range(per_batch):
+            t = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            batch.append((time.perf_counter() - t) * 1e3 / inner)
+        samples.extend(batch)
+        batch_medians.append(statistics.median(batch))
+    return Measurement(samples, "cpu", inner, "n/a", batch_medians, value=value)
 
 
 class _CudaTimer:
@@ -203,24 +238,18 @@ class _CudaTimer:
     def _event(self):
         return self.torch.cuda.Event(enable_timing=True)
 
-    def _warmup(self) -> tuple[float, float]:
-        """Call fn until warm-up time is spent; return (GPU ms per call, host enqueue ms per call)."""
-        torch = self.torch
-        pairs, host = [], []
+    def _warmup(self) -> float:
+        """Call fn until the warm-up time is spent (clocks, caches, allocator); return its host enqueue ms."""
+        host: list[float] = []
         deadline = time.perf_counter() + self.config.warmup_s
-        while len(pairs) < 5 or (time.perf_counter() < deadline and len(pairs) < 10_000):
-            begin, end = self._event(), self._event()
-            begin.record()
+        while len(host) < 5 or (time.perf_counter() < deadline and len(host) < 10_000):
             t = time.perf_counter()
             self.fn()
             host.append(time.perf_counter() - t)
-            end.record()
-            pairs.append((begin, end))
-            if len(pairs) % 64 == 0:  # don't let an unbounded queue build up
-                end.synchronize()
-        torch.cuda.synchronize()
-        steady = pairs[len(pairs) // 2:]
-        return statistics.median(b.elapsed_time(e) for b, e in steady), statistics.median(host[len(host) // 2:]) * 1e3
+            if len(host) % 64 == 0:  # a full launch queue would block the host and inflate host times
+                self.torch.cuda.synchronize()
+        self.torch.cuda.synchronize()
+        return statistics.median(host[len(host) // 2:]) * 1e3
 
     def _pending_ms(self) -> float:
         """Time the device stays busy after the measured stream finished one call (other streams' work)."""
@@ -261,30 +290,58 @@ class _CudaTimer:
             self.clocks.append(state.sm_clock_mhz)
         self.throttle.update(state.throttle)
 
-    def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, sync: bool) -> list[float]:
-        """Run the sampling loop: batches of [flush][start][body][end] until the stop rule holds."""
+    def _batch(self, body: Callable[[], None], n: int, host_ms: float, flush, sync: bool) -> list[float]:
+        """n samples of [flush][start][body][end] queued behind a spin; raw event times in ms."""
         torch = self.torch
-        flush = _flush_buffer(torch, self.index) if self.config.cache == "cold" else None
-        flush_ms = 0.0 if flush is None else flush.numel() / 2.0e9  # ~2 TB/s memset: only sizes batches
+        events = [(self._event(), self._event()) for _ in range(n)]
+        self._pad(host_ms * 2)
+        for begin, end in events:
+            if flush is not None:
+                flush()
+            begin.record()
+            body()
+            if sync:
+                torch.cuda.synchronize()
+            end.record()
+        torch.cuda.synchronize()
+        return [b.elapsed_time(e) for b, e in events]
+
+    def _timer_overhead_ms(self, flush) -> float:
+        """What an event pair adds to one kernel, taken the way samples are (once per device and mode):
+        an empty kernel in a bracket, minus its per-call time back to back in a CUDA graph."""
+        key = (self.index, flush is not None)
+        if key not in _OVERHEAD:
+            torch = self.torch
+
+            def empty() -> None:
+                torch.cuda._sleep(0)
+
+            bracket = statistics.median(self._batch(empty, 200, 0.02, flush, sync=False))
+            calls = 200
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(calls):
+                    empty()
+            replay = statistics.median(self._batch(graph.replay, 20, 0.05, None, sync=False))
+            _OVERHEAD[key] = max(bracket - replay / calls, 0.0)
+        return _OVERHEAD[key]
+
+    def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, flush,
+                sync: bool) -> tuple[list[float], list[float]]:
+        """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call."""
+        overhead = self._timer_overhead_ms(flush)
+        flush_ms = 0.0 if flush is None else flush.nbytes / 2.5e9  # ~2.5 TB/s read: only sizes batches
         per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + 0.005))))
         samples: list[float] = []
+        batch_medians: list[float] = []
         started = time.perf_counter()
-        while not _stop(samples, self.config, started):
-            n = max(per_batch, self.config.min_samples - len(samples))
-            events = [(self._event(), self._event()) for _ in range(n)]
-            self._pad(host_ms * 2)
-            for begin, end in events:
-                if flush is not None:
-                    flush.zero_()
-                begin.record()
-                body()
-                if sync:
-                    torch.cuda.synchronize()
-                end.record()
-            torch.cuda.synchronize()
-            samples.extend(b.elapsed_time(e) / divisor for b, e in events)
+        while not _stop(samples, batch_medians, self.config, started):
+            raw = self._batch(body, per_batch, host_ms, flush, sync)
+            batch = [max(t - overhead, 0.0) / divisor for t in raw]
+            samples.extend(batch)
+            batch_medians.append(statistics.median(batch))
             self._read_clocks()
-        return samples
+        return samples, batch_medians
 
     def _graph(self, calls: int):
         """Capture `calls` calls of fn in one CUDA graph, or None if fn cannot be captured."""
@@ -305,23 +362,30 @@ class _CudaTimer:
             return None
         return graph
 
+    def _gpu_ms(self, flush) -> float:
+        """GPU time of one call with the queue kept full, so launch gaps don't count (calibration)."""
+        raw = self._batch(self.fn, 9, 0.5, flush, sync=False)
+        return max(statistics.median(raw) - self._timer_overhead_ms(flush), 1e-4)
+
     def run(self) -> Measurement:
-        gpu_ms, host_ms = self._warmup()
+        host_ms = self._warmup()
         pending = self._pending_ms()
         value, peak = self._peak_memory()
+        flush = _Flush(self.torch, self.index) if self.config.cache == "cold" else None
+        gpu_ms = self._gpu_ms(flush)
         self._read_clocks()
         if pending > max(PENDING_TOLERANCE_MS, 0.1 * gpu_ms):
             self.warnings.append(
                 f"work was still running {pending:.3f} ms after the measured stream finished: the callable "
                 "uses other streams; each sample waits for the whole device (times include a synchronize)")
             method, calls = "device-sync", 1
-            samples = self._sample(self.fn, host_ms, gpu_ms + pending, 1, sync=True)
+            samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
         elif gpu_ms < GRAPH_BELOW_MS or host_ms > LAUNCH_BOUND_RATIO * gpu_ms:
             calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
             graph = self._graph(calls)
             if graph is not None:
                 method = "graph"
-                samples = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, sync=False)
+                samples, batches = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, flush, sync=False)
             else:
                 method = "queued"
                 calls = max(1, min(calls, math.floor(40.0 / max(host_ms, 1e-3))))
@@ -330,15 +394,15 @@ class _CudaTimer:
                     for _ in range(calls):
                         self.fn()
 
-                samples = self._sample(body, host_ms * calls, gpu_ms * calls, calls, sync=False)
+                samples, batches = self._sample(body, host_ms * calls, gpu_ms * calls, calls, flush, sync=False)
         else:
             method, calls = "events", 1
-            samples = self._sample(self.fn, host_ms, gpu_ms, 1, sync=False)
+            samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False)
         severe = sorted(self.throttle & SEVERE_THROTTLE)
         if severe:
             self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
         return Measurement(
-            samples, method, calls, self.config.cache, value=value, peak_memory_bytes=peak,
+            samples, method, calls, self.config.cache, batches, value=value, peak_memory_bytes=peak,
             sm_clock_mhz=int(statistics.median(self.clocks)) if self.clocks else None,
             throttle=sorted(self.throttle), warnings=self.warnings,
         )
@@ -346,14 +410,23 @@ class _CudaTimer:
 
 _FLUSH: dict[int, Any] = {}
 _SPIN: dict[int, float] = {}
+_OVERHEAD: dict[tuple[int, bool], float] = {}
 
 
-def _flush_buffer(torch, index: int):
-    """A byte buffer twice the size of the L2, kept for the session; zeroing it evicts the L2."""
-    if index not in _FLUSH:
-        l2 = getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or (64 << 20)
-        _FLUSH[index] = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=f"cuda:{index}")
-    return _FLUSH[index]
+class _Flush:
+    """Evicts the L2 by reading a buffer twice its size (kept per device for the session)."""
+
+    def __init__(self, torch, index: int) -> None:
+        if index not in _FLUSH:
+            l2 = getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or (64 << 20)
+            buf = torch.zeros(max(2 * l2, 64 << 20) // 4, dtype=torch.float32, device=f"cuda:{index}")
+            _FLUSH[index] = (buf, torch.empty((), dtype=torch.float32, device=f"cuda:{index}"))
+        self.torch = torch
+        self.buffer, self.sink = _FLUSH[index]
+        self.nbytes = self.buffer.nbytes
+
+    def __call__(self) -> None:
+        self.torch.sum(self.buffer, dim=0, out=self.sink)
 
 
 def _spin_rate(torch, index: int) -> float:

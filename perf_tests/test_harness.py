@@ -1,0 +1,138 @@
+"""Harness self-checks: does gpu_benchmark measure what the GPU does, repeatably, and at what cost?
+
+Run on a GPU with `pytest perf_tests/test_harness.py --gpuperf -s`. Each check prints a row with
+triton.testing.do_bench beside it. They assert the accuracy and precision the harness promises:
+- accuracy: the median within 10% of the kernel time torch.profiler (CUPTI) reports for a ~2 µs
+  kernel, within 3% for longer ones; the profiler watches the harness's own run, so both see the
+  same executions, cache state and clocks;
+- precision: (max - min) / median of 10 repeated medians <= 1% for a memory-bound softmax and
+  <= 3% for a bf16 matmul, each measurement within a 1 s budget;
+- work left on another stream is caught, not timed as zero.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+import torch
+
+from pytest_gpuperf.timing import TimingConfig, measure
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="harness self-checks need a CUDA device")
+
+
+@pytest.fixture(autouse=True)
+def _needs_gpuperf(request: pytest.FixtureRequest) -> None:
+    if not request.config.getoption("gpuperf"):
+        pytest.skip("harness self-checks time things: run with --gpuperf")
+
+
+def _say(capsys: pytest.CaptureFixture, text: str) -> None:
+    with capsys.disabled():
+        print(text)
+
+
+def _measure_under_profiler(fn):
+    """Run the harness's own measurement under torch.profiler and return it with the median CUPTI
+    duration of fn's kernels per call during that very run: the same executions, the same clocks."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as probe:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in probe.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        m = measure(fn, TimingConfig())
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and e.name in names]
+    per_call = [sum(e.device_time_total for e in kernels[i:i + len(names)])
+                for i in range(0, len(kernels) - len(names) + 1, len(names))]
+    return m, statistics.median(per_call)
+
+
+def _do_bench_ms(fn) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, return_mode="median")
+
+
+def _elementwise(numel: int):
+    x = torch.randn(numel, device="cuda")
+    return lambda: torch.mul(x, 2.0)
+
+
+def _matmul(n: int):
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    return lambda: a @ b
+
+
+ACCURACY = [
+    pytest.param(lambda: _elementwise(4096), 0.10, id="elementwise-4K"),
+    pytest.param(lambda: _elementwise(4 << 20), 0.03, id="elementwise-4M"),
+    pytest.param(lambda: _elementwise(16 << 20), 0.03, id="elementwise-16M"),
+    pytest.param(lambda: _elementwise(64 << 20), 0.03, id="elementwise-64M"),
+    pytest.param(lambda: _matmul(4096), 0.03, id="matmul-bf16-4096"),
+    pytest.param(lambda: _matmul(8192), 0.03, id="matmul-bf16-8192"),
+]
+
+
+@pytest.mark.parametrize("make, tolerance", ACCURACY)
+def test_accuracy_against_profiler(make, tolerance: float, capsys) -> None:
+    fn = make()
+    m, truth_us = _measure_under_profiler(fn)
+    ours_us = m.median_ms * 1e3
+    bench_us = _do_bench_ms(fn) * 1e3
+    error = ours_us / truth_us - 1
+    _say(capsys, f"\n  accuracy  method={m.method:<7} calls/sample={m.calls_per_sample:<4} samples={m.stats.samples:<5} "
+                 f"gpuperf {ours_us:9.2f} us  profiler {truth_us:9.2f} us  ({error:+.1%})  do_bench {bench_us:9.2f} us "
+                 f"({bench_us / truth_us - 1:+.1%})  wall {m.wall_s:.2f}s")
+    assert abs(error) <= tolerance, f"median {ours_us:.2f} us vs profiler {truth_us:.2f} us"
+
+
+PRECISION = [
+    pytest.param(lambda: (lambda x: lambda: torch.softmax(x, -1))(torch.randn(4096, 4096, device="cuda")), 0.01,
+                 id="softmax-fp32-4096"),
+    pytest.param(lambda: _matmul(4096), 0.03, id="matmul-bf16-4096"),
+]
+
+
+@pytest.mark.parametrize("make, allowed", PRECISION)
+def test_precision_of_repeated_medians(make, allowed: float, capsys) -> None:
+    fn = make()
+    config = TimingConfig(budget_s=1.0)
+    runs = [measure(fn, config) for _ in range(10)]
+    medians = [m.median_ms for m in runs]
+    spread = (max(medians) - min(medians)) / statistics.median(medians)
+    bench = [_do_bench_ms(fn) for _ in range(10)]
+    bench_spread = (max(bench) - min(bench)) / statistics.median(bench)
+    overhead = statistics.median(m.wall_s - m.measured_s for m in runs)
+    _say(capsys, f"\n  precision method={runs[0].method} median {statistics.median(medians) * 1e3:9.2f} us  "
+                 f"spread of 10 medians {spread:.2%} (do_bench {bench_spread:.2%}, median "
+                 f"{statistics.median(bench) * 1e3:.2f} us)  samples/run {statistics.median(m.stats.samples for m in runs)}  "
+                 f"wall/run {statistics.median(m.wall_s for m in runs):.2f}s, outside samples {overhead:.2f}s")
+    assert spread <= allowed
+
+
+def test_work_on_another_stream_is_not_timed_as_zero(capsys) -> None:
+    a = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+
+    def fn():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            return a @ a
+
+    m = measure(fn, TimingConfig(budget_s=0.3))
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    wall_ms = (time.perf_counter() - t) * 100
+    _say(capsys, f"\n  side-stream method={m.method} median {m.median_ms:.3f} ms, synchronized wall {wall_ms:.3f} ms")
+    assert m.method == "device-sync"
+    assert m.median_ms > 0.8 * wall_ms
