@@ -1,0 +1,598 @@
+"""Matrix multiply C = A @ B: A is M x K, B is K x N, both row-major, C (M x N) in the inputs' dtype.
+
+Impls (all take ``(a, b, *, tf32=False)`` and return C):
+- ``torch``: ``torch.matmul`` (cuBLAS on CUDA).
+- ``compiled``: plain ``torch.compile`` of ``torch.matmul`` (``dynamic=True``: one graph per dtype,
+  no recompile per shape). Inductor lowers a lone matmul to ``extern_kernels.mm``, i.e. the same
+  cuBLAS call; it only generates Triton GEMM templates under ``mode="max-autotune*"``, whose
+  autotuning compiles ~20 templates per shape (minutes for this suite) and still reaches only
+  ~76-82% of cuBLAS bf16 on the H100 (issue 6). So ``compiled`` measures cuBLAS plus the compiled
+  wrapper's guard overhead.
+- ``triton``: tiled Triton GEMM. On Hopper (sm_90+) with TMA-compatible layouts (row-major, 16-byte
+  aligned row strides and base pointers) a persistent kernel: one program per SM walks output
+  tiles in grouped order (L2 reuse), loads A/B tiles with TMA tensor descriptors (out-of-bounds
+  parts are zero-filled, so any M, N, K works without masks), software-pipelines them
+  ``num_stages`` deep into wgmma, and writes C through TMA in two half-tiles (epilogue subtiling,
+  frees shared memory for deeper pipelining). Elsewhere (unaligned strides, pre-Hopper GPUs) a
+  plain pointer kernel with grouped order and K masks. Both accumulate in fp32; autotuned over
+  a short pruned list keyed on (M, N, K, dtype, precision). Under ``TRITON_INTERPRET=1`` (CPU)
+  the same kernels run untuned with one small config (the interpreter supports host-side tensor
+  descriptors, so both paths are exercised there too).
+- ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT fp32 SGEMM (128x128x8 block tile,
+  8x8 outputs per thread, A stored transposed in shared memory, 16-byte loads, double buffering).
+  fp32 only.
+- ``torch_manual``: broadcast-multiply-sum ``(a[:, :, None] * b[None]).sum(1)`` in fp32; it
+  materializes an M x K x N fp32 tensor, so it is for small sizes only (see ``manual_bytes``).
+
+``tf32=True`` (fp32 inputs only) lets an impl multiply on the tensor cores in TF32 (10-bit
+mantissa operands, fp32 accumulation): torch/compiled through
+``torch.backends.cuda.matmul.allow_tf32`` set only for the call and restored afterwards, Triton
+through ``tl.dot(..., input_precision="tf32")``. With ``tf32=False`` fp32 is computed in full
+fp32 ("ieee"), whatever the global flag says. ``cuda`` and ``torch_manual`` have no TF32 mode.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Callable
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+# Precision names used in test ids; "tf32" is fp32 storage with TF32 multiplies allowed.
+DTYPES: dict[str, torch.dtype] = {
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float32": torch.float32,
+    "tf32": torch.float32,
+}
+
+# Impls that have a TF32 mode (the rest compute fp32 in full precision only).
+TF32_IMPLS = frozenset({"torch", "compiled", "triton"})
+
+# torch_manual materializes an M x K x N fp32 product tensor; above this it is not run.
+MANUAL_MAX_BYTES = 1 << 30
+
+
+def storage_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    """The torch dtype of the tensors for a precision name ("tf32" -> torch.float32)."""
+    return DTYPES[dtype] if isinstance(dtype, str) else dtype
+
+
+def is_tf32(dtype: torch.dtype | str) -> bool:
+    return dtype == "tf32"
+
+
+# ----------------------------------------------------------------------------------------------
+# reference, inputs, cost model, tolerance
+# ----------------------------------------------------------------------------------------------
+
+def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A @ B in float64 on the inputs' device (the inputs are exactly representable in float64)."""
+    return torch.matmul(a.double(), b.double())
+
+
+def make_inputs(shape: tuple[int, int, int], dtype: torch.dtype | str, device, seed: int = 0):
+    """(A, B) for shape (M, N, K): standard-normal entries, rounded to the storage dtype.
+
+    tolerance() assumes this unit variance: an element of C then has an rms of sqrt(K).
+    """
+    m, n, k = shape
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    dt = storage_dtype(dtype)
+    a = torch.randn(m, k, generator=gen, dtype=torch.float32).to(dt)
+    b = torch.randn(k, n, generator=gen, dtype=torch.float32).to(dt)
+    return a.to(device), b.to(device)
+
+
+def cost(shape: tuple[int, int, int], dtype: torch.dtype | str) -> tuple[int, int]:
+    """(bytes, flops) of one C = A @ B.
+
+    bytes: the minimum traffic, A and B read once and C written once: (M*K + K*N + M*N) * itemsize
+    (tf32 counts fp32's 4 bytes). flops: 2*M*N*K (one multiply and one add per term).
+    """
+    m, n, k = shape
+    itemsize = storage_dtype(dtype).itemsize
+    return (m * k + k * n + m * n) * itemsize, 2 * m * n * k
+
+
+def manual_bytes(shape: tuple[int, int, int]) -> int:
+    """Bytes of the M x K x N fp32 temporary that torch_manual materializes."""
+    m, n, k = shape
+    return m * n * k * 4
+
+
+# Unit roundoff u = 2**-(mantissa bits + 1) (round to nearest); TF32's 10-bit operands are
+# counted at 2**-10 (one ulp), since the tensor cores may truncate instead of round them.
+_U_OUT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
+_U_FP32 = 2.0**-24
+
+
+def tolerance(dtype: torch.dtype | str, k: int) -> tuple[float, float]:
+    """(rtol, atol) for comparing C with the float64 reference(), for inputs from make_inputs().
+
+    Error model for one element c = sum_k a_k b_k with unit-normal a, b (so |c| ~ sqrt(K)):
+    - operand rounding inside the multiply: bf16/fp16 products are exact in fp32; TF32 rounds (or
+      truncates) each fp32 operand to 10 mantissa bits, a relative error up to u_mul = 2**-10 per
+      product; fp32 FMA rounds at 2**-24. These errors add up like a random walk over K terms of
+      size ~1: sigma ~ 0.8 * u_mul * sqrt(K). Truncation also biases every product the same way,
+      a relative error of up to u_mul on c itself, so u_mul enters rtol too.
+    - fp32 accumulation: each add rounds a partial sum of size ~sqrt(k) at 2**-24; sequential
+      order (the SIMT kernel) gives sigma ~ 0.4 * K * 2**-24, blocked/tensor-core order less.
+    - output rounding to bf16/fp16: relative u_out of c (-> rtol), and up to ~u_out * sqrt(K)
+      absolute where a library reduces partial sums in the output precision (cuBLAS's reduced-
+      precision split-K reductions for bf16/fp16, allowed by torch's defaults; also covers
+      elements near 0).
+    The max over up to ~10^8 elements sits ~6 sigma out; atol takes >= 10 sigma of the first
+    two terms, so a correct kernel never trips it, while a real bug (a skipped or repeated K
+    slice of even 16 terms, a wrong row or column) errs by ~sqrt(16) = 4 or ~sqrt(K), far more.
+    Examples (K = 4096): bf16 (1.6e-2, 0.25) -- half a bf16 ulp at |c| = 64; fp16 (2.0e-3, 0.034);
+    fp32 (1.2e-7, 2.6e-3); tf32 (2.0e-3, 0.63).
+    """
+    dt = storage_dtype(dtype)
+    u_out = _U_OUT[dt]
+    u_mul = 2.0**-10 if is_tf32(dtype) else (_U_FP32 if dt == torch.float32 else 0.0)
+    scale = math.sqrt(max(k, 1))  # rms of an element of C for unit-normal inputs
+    rtol = 2.0 * max(u_out, u_mul)
+    atol = scale * (5.0 * u_mul + 10.0 * scale * _U_FP32 + 2.0 * u_out)
+    return rtol, atol
+
+
+# ----------------------------------------------------------------------------------------------
+# torch impls
+# ----------------------------------------------------------------------------------------------
+
+class _tf32_allowed:
+    """Set torch.backends.cuda.matmul.allow_tf32 for the duration of one call, then restore it."""
+
+    def __init__(self, allow: bool):
+        self.allow = allow
+
+    def __enter__(self):
+        self.prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = self.allow
+
+    def __exit__(self, *exc):
+        torch.backends.cuda.matmul.allow_tf32 = self.prev
+        return False
+
+
+def torch_matmul(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False) -> torch.Tensor:
+    with _tf32_allowed(tf32):
+        return torch.matmul(a, b)
+
+
+def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(a, b)
+
+
+@functools.cache
+def _compiled_mm() -> Callable:
+    # dynamic=True: one graph per dtype instead of one per shape (the suite has ~10 shapes).
+    return torch.compile(_mm, dynamic=True)
+
+
+def compiled_matmul(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False) -> torch.Tensor:
+    # The lowered graph calls aten mm (cuBLAS), which reads allow_tf32 at run time.
+    with _tf32_allowed(tf32):
+        return _compiled_mm()(a, b)
+
+
+def torch_manual(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False) -> torch.Tensor:
+    """Broadcast-multiply-sum in fp32: materializes the M x K x N products (manual_bytes())."""
+    if tf32:
+        raise ValueError("torch_manual has no TF32 mode")
+    products = a.float()[:, :, None] * b.float()[None, :, :]
+    return products.sum(dim=1).to(a.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# Triton
+# ----------------------------------------------------------------------------------------------
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _interpreter_numpy_compat() -> None:
+    """Triton 3.6's interpreter turns a scalar into int via int(array_of_shape_1), which NumPy
+    >= 2.4 refuses (TypeError: only 0-dimensional arrays can be converted to Python scalars), so
+    every loop with a run-time bound fails under TRITON_INTERPRET=1. Patch that one conversion
+    (.item()) for the interpreter's patched scope; nothing else changes."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    if tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 4):
+        return
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "_gpuperf_numpy_compat", False):
+        return
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    patched._gpuperf_numpy_compat = True
+    interpreter._patch_lang_tensor = patched
+
+
+if _INTERPRET:
+    _interpreter_numpy_compat()
+
+
+@triton.jit
+def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped tile order: GROUP_M tile-rows are walked column by column, so consecutive tiles
+    share B columns and a group's A rows stay in L2."""
+    span = GROUP_M * num_pid_n
+    first_m = (tile // span) * GROUP_M
+    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % span) % rows
+    pid_n = (tile % span) // rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def _round_to_tf32(x):
+    """fp32 -> TF32 with round-to-nearest (the tensor cores themselves would truncate)."""
+    return tl.inline_asm_elementwise("cvt.rna.tf32.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
+                                     is_pure=True, pack=1)
+
+
+@triton.jit
+def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_programs,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       GROUP_M: tl.constexpr, EPILOGUE_SPLIT: tl.constexpr,
+                       WARP_SPECIALIZE: tl.constexpr, SWAP_AB: tl.constexpr,
+                       PRECISION: tl.constexpr, DTYPE: tl.constexpr, EMULATED: tl.constexpr = False):
+    """TMA GEMM (sm_90+). DTYPE only keys the autotuner (the descriptors carry the types).
+
+    WARP_SPECIALIZE=False: persistent; program p computes tiles p, p + num_programs, ... and
+    stores C through TMA (in EPILOGUE_SPLIT column pieces).
+    WARP_SPECIALIZE=True: one tile per program; Triton's Hopper warp specialization splits the
+    K loop into a TMA producer warpgroup and two wgmma consumer warpgroups (each owning half the
+    rows; 3 x num_warps warps in all, registers rebalanced with setmaxnreg). Its data
+    partitioning cannot split a descriptor store, so C goes out through masked pointer stores.
+    SWAP_AB (TF32 only): wgmma reads TF32 operands from shared memory only K-major, and B (K x N,
+    row-major) is N-major, so the plain form copies each B tile shared -> registers -> shared and
+    waits on every wgmma. Computing C^T = B^T A^T instead makes B^T the register operand (loaded
+    once from shared memory, rounded to TF32 on the way) and A^T a K-major shared operand, and
+    the wgmma chain stays asynchronous; the accumulator is transposed once per tile.
+    EMULATED: running under TRITON_INTERPRET=1 (see _interpret_matmul).
+    """
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if WARP_SPECIALIZE:
+        pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in tl.range(k_tiles, warp_specialize=True):
+            a = a_desc.load([off_m, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, off_n])
+            if EMULATED:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        rm = off_m + tl.arange(0, BLOCK_M)
+        rn = off_n + tl.arange(0, BLOCK_N)
+        c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn[None, :]
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+    else:
+        out_ty = c_desc.dtype
+        num_tiles = num_pid_m * num_pid_n
+        for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=True):
+            pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            if SWAP_AB:
+                acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+                for ki in range(k_tiles):
+                    a = a_desc.load([off_m, ki * BLOCK_K])
+                    b = b_desc.load([ki * BLOCK_K, off_n])
+                    bt = b.T
+                    if not EMULATED:
+                        bt = _round_to_tf32(bt)
+                    acc_t = tl.dot(bt, a.T, acc_t, input_precision=PRECISION)
+                acc = acc_t.T
+            else:
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for ki in range(k_tiles):
+                    a = a_desc.load([off_m, ki * BLOCK_K])
+                    b = b_desc.load([ki * BLOCK_K, off_n])
+                    if EMULATED:
+                        a = a.to(tl.float32)
+                        b = b.to(tl.float32)
+                    acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            if EPILOGUE_SPLIT == 2:
+                # C in two BLOCK_M x BLOCK_N/2 halves: half the epilogue's shared-memory buffer,
+                # which leaves room for a deeper load pipeline.
+                halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+                left, right = tl.split(halves)
+                c_desc.store([off_m, off_n], left.to(out_ty))
+                c_desc.store([off_m, off_n + BLOCK_N // 2], right.to(out_ty))
+            else:
+                c_desc.store([off_m, off_n], acc.to(out_ty))
+
+
+@triton.jit
+def _matmul_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                       stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       GROUP_M: tl.constexpr, PRECISION: tl.constexpr, DTYPE: tl.constexpr,
+                       EMULATED: tl.constexpr = False):
+    """One program per C tile, pointer loads; any strides, any M, N, K."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    # Rows/columns past the edge read row/column 0 instead (in bounds, never stored), so only
+    # the K tail needs a mask inside the loop. The hints restore the contiguity that tl.where
+    # hides, so aligned tiles still load 16 bytes at a time (a clamped group reads columns
+    # 0..7 of its row: in bounds, and never stored).
+    ram = tl.max_contiguous(tl.multiple_of(tl.where(rm < M, rm, 0), BLOCK_M), BLOCK_M)
+    rbn = tl.max_contiguous(tl.multiple_of(tl.where(rn < N, rn, 0), BLOCK_N), BLOCK_N)
+    a_ptrs = a_ptr + ram[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + rbn[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(tl.cdiv(K, BLOCK_K)):
+        k_left = K - ki * BLOCK_K
+        a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
+        if EMULATED:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn.to(tl.int64)[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# ---- configs ----------------------------------------------------------------------------------
+# TMA kernel: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, EPILOGUE_SPLIT, WARP_SPECIALIZE,
+# SWAP_AB), per (operand dtype, precision). Every entry is compiled for sm_90a in
+# scratch/aot.py-style checks (no spills, fits shared memory). Rationale:
+# - 16-bit: 128x256x64, 8 warps = two consumer warpgroups of m64n256k16 wgmma, 128 fp32
+#   accumulator registers/thread, 48 KiB per stage: 3-4 stages + a half-tile epilogue buffer.
+#   The warp-specialized forms (num_warps=4 per group, 12 warps in all) overlap TMA issue with
+#   wgmma without the software pipeliner's bookkeeping. 128x128 for shapes with few tiles.
+# - 64-row tiles only where M <= 64 (a 128-row tile would be half padding).
+# - fp32 "ieee" has no tensor-core path: FMA tiles sized not to spill.
+_TMA_TABLE: dict[tuple[str, str], list[tuple]] = {
+    ("16", "ieee"): [
+        (128, 256, 64, 3, 8, 2, False, False),
+        (128, 256, 64, 4, 8, 2, False, False),
+        (128, 128, 64, 4, 8, 1, False, False),
+        (128, 256, 64, 3, 4, 1, True, False),
+        (128, 256, 64, 4, 4, 1, True, False),
+        (128, 128, 64, 4, 4, 1, True, False),
+        (64, 256, 64, 4, 4, 2, False, False),
+        (64, 128, 128, 4, 4, 1, False, False),
+    ],
+    ("fp32", "tf32"): [
+        (128, 128, 32, 4, 8, 2, False, True),
+        (128, 256, 32, 3, 8, 2, False, True),
+        (128, 128, 32, 4, 4, 2, False, True),
+        (128, 128, 32, 4, 8, 2, False, False),
+        (64, 128, 64, 4, 4, 1, False, True),
+    ],
+    ("fp32", "ieee"): [
+        (128, 128, 32, 3, 8, 2, False, False),
+        (64, 128, 32, 3, 4, 2, False, False),
+    ],
+}
+# Pointer kernel (unaligned strides, pre-Hopper): BLOCK_K=32 keeps unvectorized (unaligned)
+# loads from spilling (each element then carries its own 64-bit address through the pipeline).
+_PTR_TABLE: dict[tuple[str, str], list[tuple]] = {
+    ("16", "ieee"): [(128, 128, 32, 3, 8), (128, 128, 32, 4, 8), (64, 128, 32, 3, 4)],
+    ("fp32", "tf32"): [(128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4)],
+    ("fp32", "ieee"): [(128, 128, 32, 3, 8), (128, 64, 32, 3, 8), (64, 64, 32, 3, 4)],
+}
+_TMA_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "EPILOGUE_SPLIT",
+               "WARP_SPECIALIZE", "SWAP_AB")
+_PTR_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
+
+
+def _table_key(dtype_key: str, precision: str) -> tuple[str, str]:
+    return ("fp32", precision) if dtype_key == "fp32" else ("16", "ieee")
+
+
+def _set_tma_blocks(nargs):
+    """Pre-hook: give the host-side descriptors the block shapes of the config being run."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn // nargs["EPILOGUE_SPLIT"]]
+
+
+def _make_config(fields, values, pre_hook=None) -> triton.Config:
+    kw = dict(zip(fields, values))
+    stages, warps = kw.pop("num_stages"), kw.pop("num_warps")
+    kw["GROUP_M"] = 8
+    return triton.Config(kw, num_stages=stages, num_warps=warps, pre_hook=pre_hook)
+
+
+def _config_id(cfg: triton.Config, fields) -> tuple:
+    kw = dict(cfg.kwargs, num_stages=cfg.num_stages, num_warps=cfg.num_warps)
+    return tuple(kw[f] for f in fields)
+
+
+def _pruner(table, fields):
+    def prune(configs, nargs, **kwargs):
+        """This dtype/precision's configs; 64-row tiles exactly when M <= 64."""
+        wanted = set(table[_table_key(kwargs["DTYPE"], kwargs["PRECISION"])])
+        mine = [c for c in configs if _config_id(c, fields) in wanted]
+        small_m = nargs["M"] <= 64
+        kept = [c for c in mine if (c.kwargs["BLOCK_M"] == 64) == small_m]
+        return kept or mine
+    return prune
+
+
+def _autotune_bench(kernel_call, quantiles):
+    # Shorter than the autotuner's default (25 ms warm-up + 100 ms): the suite pays this per key.
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=20, quantiles=quantiles)
+
+
+def _unique(table) -> list[tuple]:
+    return list(dict.fromkeys(v for entries in table.values() for v in entries))
+
+
+_TUNE_KEY = ["M", "N", "K", "DTYPE", "PRECISION"]
+_tma_tuned = triton.autotune(
+    configs=[_make_config(_TMA_FIELDS, v, _set_tma_blocks) for v in _unique(_TMA_TABLE)],
+    key=_TUNE_KEY, prune_configs_by={"early_config_prune": _pruner(_TMA_TABLE, _TMA_FIELDS)},
+    do_bench=_autotune_bench)(_matmul_tma_kernel)
+_ptr_tuned = triton.autotune(
+    configs=[_make_config(_PTR_FIELDS, v) for v in _unique(_PTR_TABLE)],
+    key=_TUNE_KEY, prune_configs_by={"early_config_prune": _pruner(_PTR_TABLE, _PTR_FIELDS)},
+    do_bench=_autotune_bench)(_matmul_ptr_kernel)
+
+_DTYPE_KEY = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+
+
+@functools.cache
+def _num_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _tma_capable(device: torch.device) -> bool:
+    """TMA descriptors: Hopper or newer, or the interpreter (which emulates host descriptors)."""
+    if _INTERPRET:
+        return True
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def _tma_layout_ok(*tensors: torch.Tensor) -> bool:
+    """TMA needs unit inner strides, 16-byte aligned outer strides and 16-byte aligned bases."""
+    for t in tensors:
+        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+            return False
+    return True
+
+
+def uses_tma(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether triton_matmul(a, b) takes the TMA kernel (C is allocated contiguous)."""
+    n = b.shape[1]
+    c_row_ok = (n * a.element_size()) % 16 == 0
+    return _tma_capable(a.device) and c_row_ok and _tma_layout_ok(a, b)
+
+
+def _check_operands(a: torch.Tensor, b: torch.Tensor, tf32: bool) -> None:
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul needs (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+    if a.dtype != b.dtype or a.dtype not in _DTYPE_KEY:
+        raise TypeError(f"triton_matmul supports bf16/fp16/fp32 pairs, got {a.dtype} and {b.dtype}")
+    if tf32 and a.dtype != torch.float32:
+        raise ValueError("tf32=True applies to float32 inputs only")
+
+
+def _launch(a, b, c, precision, config=None):
+    """Launch the TMA or pointer kernel; config (a dict of the table fields plus GROUP_M) forces
+    one config instead of autotuning, and EMULATED=True marks an interpreter run."""
+    (m, k), n = a.shape, b.shape[1]
+    dkey = _DTYPE_KEY[a.dtype]
+    if uses_tma(a, b):
+        # Placeholder block shapes: _set_tma_blocks gives each config its own.
+        a_desc = TensorDescriptor.from_tensor(a, [16, 16])
+        b_desc = TensorDescriptor.from_tensor(b, [16, 16])
+        c_desc = TensorDescriptor.from_tensor(c, [16, 16])
+        if _INTERPRET:
+            sms = 3  # a few programs, so each walks several tiles of the persistent loop
+        else:
+            sms = _num_sms(a.device.index if a.device.index is not None else torch.cuda.current_device())
+
+        def grid(meta):
+            tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+            return (tiles if meta["WARP_SPECIALIZE"] else min(sms, tiles),)
+
+        args = (a_desc, b_desc, c_desc, c, c.stride(0), m, n, k, sms)
+        if config is None:
+            _tma_tuned[grid](*args, PRECISION=precision, DTYPE=dkey)
+        else:
+            kw = {f: v for f, v in config.items() if f not in ("num_stages", "num_warps")}
+            _set_tma_blocks(dict(kw, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))
+            _matmul_tma_kernel[grid(kw)](*args, PRECISION=precision, DTYPE=dkey,
+                                         num_stages=config.get("num_stages", 3),
+                                         num_warps=config.get("num_warps", 4), **kw)
+        return "tma"
+
+    def grid(meta):
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+
+    args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    if config is None:
+        _ptr_tuned[grid](*args, PRECISION=precision, DTYPE=dkey)
+    else:
+        kw = {f: v for f, v in config.items() if f in _PTR_FIELDS + ("GROUP_M", "EMULATED")
+              and f not in ("num_stages", "num_warps")}
+        _matmul_ptr_kernel[grid(kw)](*args, PRECISION=precision, DTYPE=dkey,
+                                     num_stages=config.get("num_stages", 3),
+                                     num_warps=config.get("num_warps", 4), **kw)
+    return "ptr"
+
+
+# Interpreter config: small tiles (it runs a program at a time in numpy).
+INTERPRET_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2, "EPILOGUE_SPLIT": 2,
+                    "WARP_SPECIALIZE": False, "SWAP_AB": False}
+
+
+def _interpret_matmul(a: torch.Tensor, b: torch.Tensor, precision: str, config: dict | None) -> torch.Tensor:
+    """TRITON_INTERPRET=1: the same kernels, one small config (INTERPRET_CONFIG unless given),
+    no autotuning.
+
+    The interpreter multiplies bf16 blocks as integers and fp16 blocks in fp16, and truncates
+    fp32 -> bf16 casts, so here (EMULATED) the operands go to fp32 before tl.dot, C is kept in
+    fp32 and rounded to the output dtype by torch; TF32 is computed in full fp32 and inline PTX
+    (the TF32 rounding) is skipped. Tiling, masking, TMA coordinates, the persistent tile walk
+    and the swapped/warp-specialized forms, which is what a CPU run can check, are the GPU
+    kernels' own.
+    """
+    (m, k), n = a.shape, b.shape[1]
+    c = torch.empty((m, n), dtype=torch.float32, device=a.device)
+    cfg = dict(config or INTERPRET_CONFIG, EMULATED=True)
+    _launch(a, b, c, precision, cfg)
+    return c.to(a.dtype)
+
+
+def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False,
+                  config: dict | None = None) -> torch.Tensor:
+    """C = A @ B with the Triton kernels; config forces one config (benchmarks, tests)."""
+    _check_operands(a, b, tf32)
+    (m, k), n = a.shape, b.shape[1]
+    precision = "tf32" if tf32 else "ieee"
+    if m == 0 or n == 0 or k == 0:
+        return torch.zeros((m, n), dtype=a.dtype, device=a.device)
+    if _INTERPRET:
+        return _interpret_matmul(a, b, precision, config)
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    _launch(a, b, c, precision, config)
+    return c
+
+
+# ----------------------------------------------------------------------------------------------
+# CUDA C++ (SIMT fp32)
+# ----------------------------------------------------------------------------------------------
+
+def cuda_matmul(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False) -> torch.Tensor:
+    if tf32:
+        raise ValueError("the SIMT CUDA kernel has no TF32 mode (fp32 FFMA only)")
+    if a.dtype != torch.float32 or b.dtype != torch.float32:
+        raise TypeError(f"the SIMT CUDA kernel is fp32 only, got {a.dtype} and {b.dtype}")
+    from kernels import cuda_ext
+
+    return cuda_ext.load("matmul").matmul(a, b)
+
+
+IMPLS: dict[str, Callable[..., torch.Tensor]] = {
+    "torch_manual": torch_manual,
+    "torch": torch_matmul,
+    "compiled": compiled_matmul,
+    "triton": triton_matmul,
+    "cuda": cuda_matmul,
+}
