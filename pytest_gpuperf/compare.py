@@ -11,8 +11,9 @@ NOISE_FLOOR covers the run-to-run drift (clocks, power, thermal state, placement
 within-run statistic can see.
 
 Verdicts (for time; memory uses the same words):
-  faster   change < -threshold and -change > noise_bound
-  slower   change >  threshold and  change > noise_bound
+  slower   change > noise_bound and change + noise_bound >= threshold: the slowdown is real and
+           could be threshold-sized, so a slowdown of exactly the threshold is caught, not half the time
+  faster   the same, mirrored
   unsure   |change| > threshold but within the noise bound, or the noise bound itself exceeds the
            threshold (a threshold-sized slowdown could not have been seen)
   same     otherwise
@@ -181,9 +182,12 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
 
     change = now_ms / base_ms - 1.0
     bound = noise_bound(base, now)
-    if change > threshold and change > bound:
+    # Real (beyond the noise) and possibly threshold-sized (within the noise of it): a gate that
+    # waited for the measured change itself to pass the threshold would catch a slowdown of exactly
+    # the threshold's size only half of the time.
+    if change > bound and change + bound >= threshold:
         time = "slower"
-    elif change < -threshold and -change > bound:
+    elif -change > bound and -change + bound >= threshold:
         time = "faster"
     elif abs(change) > threshold or bound > threshold:
         time = "unsure"

@@ -271,7 +271,7 @@ class GpuPerf:
             if s.markdown_path:
                 report.write_markdown(s.markdown_path, results, device, sw)
             if s.plot_dir:
-                report.write_plots(s.plot_dir, results, self.baseline)
+                report.write_plots(s.plot_dir, results, self.baseline, device=device)
         except (baseline_mod.BaselineError, OSError) as exc:
             self.write_error = str(exc)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR

@@ -159,13 +159,20 @@ def _measure(rng: random.Random, true_ms: float, noise: float, n: int, drift: fl
             "ci_ms": [data[max(k, 0)], data[min(n - 1 - k, n - 1)]]}
 
 
-@pytest.mark.parametrize("noise, drift", [(0.01, 0.004), (0.03, 0.004), (0.005, 0.008)])
-def test_simulated_false_alarms_and_detection(noise, drift):
+# run-to-run drift measured on an H100 (10 repeated medians): ~0.3% softmax, ~0.5% bf16 matmul.
+# At 0.8% drift per run a 5% slowdown and no slowdown overlap, so fewer threshold-sized ones are caught.
+@pytest.mark.parametrize("noise, drift, at_threshold", [(0.01, 0.004, 0.95), (0.03, 0.004, 0.95),
+                                                        (0.005, 0.008, 0.8)])
+def test_simulated_false_alarms_and_detection(noise, drift, at_threshold):
     rng = random.Random(1234)
     trials = 300
     alarms = sum(judge(_measure(rng, 1.0, noise, 100, drift), _measure(rng, 1.0, noise, 100, drift), 0.05).time
                  == "slower" for _ in range(trials))
     caught = sum(judge(_measure(rng, 1.0, noise, 100, drift), _measure(rng, 1.10, noise, 100, drift), 0.05).time
                  == "slower" for _ in range(trials))
-    assert alarms == 0
+    caught_at_threshold = sum(judge(_measure(rng, 1.0, noise, 100, drift), _measure(rng, 1.05, noise, 100, drift),
+                                    0.05).time == "slower" for _ in range(trials))
+    # the gate's aims (issue 4): false alarms <= 1%, threshold-sized slowdowns caught >= 95%, 2x always
+    assert alarms <= trials // 100
+    assert caught_at_threshold >= at_threshold * trials
     assert caught == trials
