@@ -76,16 +76,17 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def make_inputs(shape: tuple[int, int, int], dtype: torch.dtype | str, device, seed: int = 0):
-    """(A, B) for shape (M, N, K): standard-normal entries, rounded to the storage dtype.
+    """(A, B) for shape (M, N, K): standard-normal entries drawn on `device` in fp32 from a
+    seeded generator, then rounded to the storage dtype.
 
     tolerance() assumes this unit variance: an element of C then has an rms of sqrt(K).
     """
     m, n, k = shape
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
     dt = storage_dtype(dtype)
-    a = torch.randn(m, k, generator=gen, dtype=torch.float32).to(dt)
-    b = torch.randn(k, n, generator=gen, dtype=torch.float32).to(dt)
-    return a.to(device), b.to(device)
+    a = torch.randn(m, k, generator=gen, dtype=torch.float32, device=device).to(dt)
+    b = torch.randn(k, n, generator=gen, dtype=torch.float32, device=device).to(dt)
+    return a, b
 
 
 def cost(shape: tuple[int, int, int], dtype: torch.dtype | str) -> tuple[int, int]:
@@ -145,7 +146,7 @@ def tolerance(dtype: torch.dtype | str, k: int) -> tuple[float, float]:
 # torch impls
 # ----------------------------------------------------------------------------------------------
 
-class _tf32_allowed:
+class tf32_allowed:
     """Set torch.backends.cuda.matmul.allow_tf32 for the duration of one call, then restore it."""
 
     def __init__(self, allow: bool):
@@ -161,7 +162,7 @@ class _tf32_allowed:
 
 
 def torch_matmul(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False) -> torch.Tensor:
-    with _tf32_allowed(tf32):
+    with tf32_allowed(tf32):
         return torch.matmul(a, b)
 
 
@@ -177,7 +178,7 @@ def _compiled_mm() -> Callable:
 
 def compiled_matmul(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False) -> torch.Tensor:
     # The lowered graph calls aten mm (cuBLAS), which reads allow_tf32 at run time.
-    with _tf32_allowed(tf32):
+    with tf32_allowed(tf32):
         return _compiled_mm()(a, b)
 
 

@@ -1,0 +1,153 @@
+"""Matrix multiply C = A @ B: every impl of kernels/matmul.py by precision and shape (M x N x K).
+
+Precisions: bfloat16, float16, float32 (full fp32 arithmetic) and tf32 (fp32 tensors, TF32
+multiplies allowed: only for torch, compiled and triton; the other impls skip it with a reason).
+Shapes: 512..8192 square; 4097x4095x1023 (odd sizes: every edge is a partial tile, and the
+unaligned strides send Triton to its pointer kernel); 16384x16384x64 (C-write bound) and
+64x16384x16384 (one tile-row, B-read bound); two small shapes that the CPU interpreter can run
+(96x80x64 takes Triton's TMA path with partial tiles, 67x45x33 its pointer path).
+
+Kept out to hold the GPU suite to its time budget (each is the same call as a case that runs):
+- compiled: only 512, 4096 and 8192 (and the small shapes). It is the same cuBLAS call as
+  torch behind torch.compile's guards (kernels/matmul.py explains; test_compiled_lowers_to_cublas
+  checks), so other shapes add time, not information.
+- torch_manual: skipped, with the size, wherever its M x K x N fp32 temporary would exceed
+  1 GiB (everything from 1024 up); it is the readable definition, not a contender.
+- cuda (SIMT) runs fp32 at every shape, 8192 included (~45 ms a call).
+Tolerances come from kernels.matmul.tolerance(precision, K): they scale with sqrt(K), see there.
+On CPU (no CUDA) the torch impls run at sizes up to 1024 and Triton under TRITON_INTERPRET=1 at
+the small shapes only (conftest.require).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import HAS_CUDA, require
+
+from kernels import matmul
+
+PRECISIONS = ["bfloat16", "float16", "float32", "tf32"]
+SQUARE = [(n, n, n) for n in (512, 1024, 2048, 4096, 8192)]
+AWKWARD = (4097, 4095, 1023)
+TALL_SKINNY = [(16384, 16384, 64), (64, 16384, 16384)]
+SMALL = [(96, 80, 64), (67, 45, 33)]
+SHAPES = SMALL + SQUARE + [AWKWARD] + TALL_SKINNY
+COMPILED_SHAPES = SMALL + [(512, 512, 512), (4096, 4096, 4096), (8192, 8192, 8192)]
+SMOKE = {("triton", "bfloat16", (96, 80, 64)), ("triton", "float32", (67, 45, 33))}
+
+
+def _shape_id(shape: tuple[int, int, int]) -> str:
+    return "x".join(map(str, shape))
+
+
+def _cases():
+    for impl in matmul.IMPLS:
+        for precision in PRECISIONS:
+            for shape in SHAPES:
+                if impl == "compiled" and shape not in COMPILED_SHAPES:
+                    continue
+                marks = [pytest.mark.smoke] if (impl, precision, shape) in SMOKE else []
+                yield pytest.param(impl, precision, shape, marks=marks,
+                                   id=f"{impl}-{precision}-{_shape_id(shape)}")
+
+
+def _skip_reason(impl: str, precision: str, shape: tuple[int, int, int]) -> str | None:
+    if matmul.is_tf32(precision) and impl not in matmul.TF32_IMPLS:
+        return f"{impl} has no TF32 mode (its float32 case computes in full fp32)"
+    if impl == "cuda" and precision != "float32":
+        return "the CUDA C++ kernel is a SIMT fp32 SGEMM; other dtypes are the tensor-core impls' job"
+    if impl == "torch_manual" and matmul.manual_bytes(shape) > matmul.MANUAL_MAX_BYTES:
+        need = matmul.manual_bytes(shape) / 2**30
+        return f"torch_manual would materialize a {need:.1f} GiB M x K x N fp32 temporary (limit 1 GiB)"
+    return None
+
+
+def _numel(shape: tuple[int, int, int]) -> int:
+    m, n, k = shape
+    return max(m * k, k * n, m * n)
+
+
+@pytest.mark.parametrize("impl,precision,shape", list(_cases()))
+def test_matmul(impl, precision, shape, device, gpu_benchmark, gpu_assert_close):
+    reason = _skip_reason(impl, precision, shape)
+    if reason:
+        pytest.skip(reason)
+    require(impl, _numel(shape))
+    a, b = matmul.make_inputs(shape, precision, device)
+    nbytes, flops = matmul.cost(shape, precision)
+    tf32 = matmul.is_tf32(precision)
+    # The flag around the measurement (the impls set their own inside the call) lets the harness
+    # rate a tf32 case against the TF32 matmul peak rather than the fp32 one.
+    with matmul.tf32_allowed(tf32):
+        out = gpu_benchmark(matmul.IMPLS[impl], a, b, tf32=tf32, bytes=nbytes, flops=flops)
+    # Error grows ~sqrt(K) (TF32 operand rounding, fp32 accumulation): tolerance() derives both terms.
+    rtol, atol = matmul.tolerance(precision, shape[2])
+    gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
+
+
+# ---- every Triton config, forced, at shapes with partial tiles ----------------------------------
+# The autotuner times configs but never checks them; a config that computes garbage would pass
+# unnoticed until it wins on some shape. Each table entry runs here once. On the GPU these reuse
+# the binaries autotuning compiled for the same specialization; on CPU they run interpreted.
+TMA_SHAPE = (160, 272, 96)  # aligned strides: TMA path; partial M, N and K tiles
+PTR_SHAPE = (67, 45, 33)  # odd strides: pointer path
+SMALL_M_SHAPE = (40, 272, 96)  # M <= 64: the 64-row configs' home
+
+
+def _config_cases():
+    for (width, precision), table in matmul._TMA_TABLE.items():
+        prec = {("16", "ieee"): "bfloat16", ("fp32", "tf32"): "tf32", ("fp32", "ieee"): "float32"}[(width, precision)]
+        for values in table:
+            cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
+            shape = SMALL_M_SHAPE if cfg["BLOCK_M"] == 64 else TMA_SHAPE
+            name = "tma-{}x{}x{}-s{}-w{}-split{}".format(*values[:6]) + ("-ws" if cfg["WARP_SPECIALIZE"] else "") \
+                + ("-swap" if cfg["SWAP_AB"] else "")
+            yield pytest.param(prec, shape, cfg, id=f"{prec}-{name}")
+    for (width, precision), table in matmul._PTR_TABLE.items():
+        prec = {("16", "ieee"): "float16", ("fp32", "tf32"): "tf32", ("fp32", "ieee"): "float32"}[(width, precision)]
+        for values in table:
+            cfg = dict(zip(matmul._PTR_FIELDS, values), GROUP_M=8)
+            yield pytest.param(prec, PTR_SHAPE, cfg, id=f"{prec}-ptr-" + "{}x{}x{}-s{}-w{}".format(*values))
+
+
+@pytest.mark.parametrize("precision,shape,config", list(_config_cases()))
+def test_triton_config(precision, shape, config, device, gpu_assert_close):
+    require("triton", _numel(shape))
+    if HAS_CUDA and torch.cuda.get_device_capability()[0] < 9 and "EPILOGUE_SPLIT" in config:
+        pytest.skip("TMA configs need sm_90+")
+    a, b = matmul.make_inputs(shape, precision, device, seed=1)
+    assert matmul.uses_tma(a, b) == ("EPILOGUE_SPLIT" in config), "shape does not reach the config's kernel"
+    out = matmul.triton_matmul(a, b, tf32=matmul.is_tf32(precision), config=config)
+    rtol, atol = matmul.tolerance(precision, shape[2])
+    gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
+
+
+def test_triton_strided_operands(device, gpu_assert_close):
+    """Views: a column slice of A (row stride 128, still TMA-able) and a transposed B (unit
+    stride along K, so not TMA-able: the pointer kernel takes the call)."""
+    require("triton", 96 * 128)
+    a_full, _ = matmul.make_inputs((80, 1, 128), "float16", device, seed=2)
+    b_t, _ = matmul.make_inputs((96, 1, 64), "float16", device, seed=3)
+    a = a_full[:, 8:72]  # (80, 64)
+    b = b_t.t()  # (64, 96), strides (1, 64)
+    assert not a.is_contiguous() and not b.is_contiguous() and not matmul.uses_tma(a, b)
+    out = matmul.triton_matmul(a, b)
+    rtol, atol = matmul.tolerance("float16", a.shape[1])
+    gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
+
+
+# ---- what runs on the device --------------------------------------------------------------------
+def test_triton_is_one_kernel(device, gpu_profile):
+    """bf16 4096: one Triton launch (no cast/copy/transposition kernels around it)."""
+    a, b = matmul.make_inputs((4096, 4096, 4096), "bfloat16", device)
+    prof = gpu_profile(matmul.triton_matmul, a, b)
+    assert prof.launches == 1, prof.table()
+    assert prof.find("matmul_(tma|ptr)_kernel"), prof.table()
+
+
+def test_compiled_lowers_to_cublas(device, gpu_profile):
+    """Plain torch.compile of a matmul generates no kernel of its own: one cuBLAS launch."""
+    a, b = matmul.make_inputs((4096, 4096, 4096), "bfloat16", device)
+    prof = gpu_profile(matmul.IMPLS["compiled"], a, b)
+    assert prof.launches == 1, prof.table()
+    assert not prof.find("triton"), prof.table()
