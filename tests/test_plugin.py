@@ -1,0 +1,222 @@
+"""The plugin end to end through pytester, on the CPU: options, fixtures, the gate, outputs, errors."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+pytest_plugins = ["pytester"]
+
+# A function whose cost an environment variable scales: the gate's tests slow it down for real.
+SCALED = """
+import os, time
+import pytest
+
+def work():
+    end = time.perf_counter() + 2e-4 * float(os.environ.get("GPUPERF_TEST_SCALE", "1"))
+    while time.perf_counter() < end:
+        pass
+    return 42
+
+def test_fast(gpu_benchmark):
+    assert gpu_benchmark(work) == 42
+
+@pytest.mark.gpuperf(threshold="90%")
+def test_tolerant(gpu_benchmark):
+    assert gpu_benchmark(work) == 42
+"""
+FAST = ["--gpuperf-budget", "0.15", "-p", "no:randomly"]
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_scaled=SCALED)
+    return pytester
+
+
+def _baseline(pytester: pytest.Pytester) -> dict:
+    files = list((pytester.path / "baselines").glob("*.yaml"))
+    assert len(files) == 1, files
+    return yaml.safe_load(files[0].read_text())
+
+
+def test_without_gpuperf_each_function_runs_once_as_a_correctness_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        calls = []
+        def f(x, *, y):
+            calls.append(1)
+            return x + y
+        def test_once(gpu_benchmark):
+            assert gpu_benchmark(f, 1, y=2) == 3
+            assert calls == [1] and gpu_benchmark.stats is None
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["gpuperf: off*"])
+
+
+def test_gpuperf_on_cpu_measures_and_reports(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_stats="""
+        def test_stats(gpu_benchmark):
+            out = gpu_benchmark(sum, range(1000), bytes=8000)
+            assert out == 499500
+            s = gpu_benchmark.stats
+            assert s["method"] == "cpu" and s["samples"] >= 10
+            assert s["min_ms"] <= s["median_ms"] <= s["max_ms"] and s["gbps"] > 0
+            for key in ("mean_ms", "stddev_ms", "noise", "tflops", "pct_of_peak", "peak_memory_bytes"):
+                assert key in s
+    """)
+    result = suite.runpytest("--gpuperf", *FAST)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["gpuperf: * [[]cpu-*", "*gpuperf results*", "*test_fast*", "*new*"])
+
+
+def test_second_call_in_one_test_is_an_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        def test_twice(gpu_benchmark):
+            gpu_benchmark(abs, -1)
+            gpu_benchmark(abs, -2)
+    """)
+    result = pytester.runpytest("--gpuperf", *FAST)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*already called in test_second_call_in_one_test_is_an_error.py::test_twice*"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpuperf-threshold", "abc"], "*--gpuperf-threshold: threshold 'abc' is not a number*"),
+    (["--gpuperf-threshold", "150%"], "*--gpuperf-threshold: *100% or more*"),
+    (["--gpuperf-cache", "lukewarm"], "*--gpuperf-cache: 'lukewarm' is not a cache mode; use cold or warm*"),
+    (["--gpuperf-budget", "-1"], "*--gpuperf-budget: '-1' must be greater than 0*"),
+    (["--gpuperf-precision", "x"], "*--gpuperf-precision: *not a number*"),
+    (["--gpuperf-device", "gpu0"], "*--gpuperf-device: 'gpu0' is not a device index*"),
+])
+def test_bad_option_values_are_usage_errors_naming_the_option(suite, args, message) -> None:
+    result = suite.runpytest("--gpuperf", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_bad_ini_value_names_the_ini_key(suite: pytest.Pytester) -> None:
+    suite.makeini("[pytest]\ngpuperf_threshold = lots\n")
+    result = suite.runpytest("--gpuperf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini key gpuperf_threshold: threshold 'lots' is not a number*"])
+
+
+def test_bad_marker_threshold_names_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.gpuperf(threshold="fast")
+        def test_marked(gpu_benchmark):
+            gpu_benchmark(abs, -1)
+    """)
+    result = pytester.runpytest("--gpuperf", *FAST)
+    result.stdout.fnmatch_lines(["*test_marked*threshold*'fast' is not a number*"])
+    assert result.ret != 0
+
+
+def test_save_then_compare_gates_a_real_slowdown(suite: pytest.Pytester, monkeypatch) -> None:
+    saved = suite.runpytest("--gpuperf", "--gpuperf-save", *FAST)
+    saved.assert_outcomes(passed=2)
+    saved.stdout.fnmatch_lines(["*saved 2 entries to*"])
+    stored = _baseline(suite)
+    assert stored["schema_version"] == 1 and stored["device"]["key"].startswith("cpu-")
+    assert set(stored["entries"]) == {"test_scaled.py::test_fast", "test_scaled.py::test_tolerant"}
+    assert "data" not in stored["entries"]["test_scaled.py::test_fast"]
+
+    same = suite.runpytest("--gpuperf", *FAST)
+    same.assert_outcomes(passed=2)
+
+    monkeypatch.setenv("GPUPERF_TEST_SCALE", "1.6")
+    slow = suite.runpytest("--gpuperf", *FAST)
+    assert slow.ret == pytest.ExitCode.TESTS_FAILED
+    slow.assert_outcomes(passed=1, failed=1)  # test_tolerant has a 90% threshold
+    slow.stdout.fnmatch_lines(["*gpuperf regression: slower: baseline *, now *, change +*",
+                               "*1 regression(s) against*"])
+
+    no_compare = suite.runpytest("--gpuperf", "--gpuperf-no-compare", *FAST)
+    no_compare.assert_outcomes(passed=2)
+
+
+def test_save_merges_and_keeps_entries_not_run(suite: pytest.Pytester) -> None:
+    suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=2)
+    suite.runpytest("--gpuperf", "--gpuperf-save", "-k", "fast", *FAST).assert_outcomes(passed=1, deselected=1)
+    assert set(_baseline(suite)["entries"]) == {"test_scaled.py::test_fast", "test_scaled.py::test_tolerant"}
+
+
+def test_baseline_dir_option_and_ini_key(suite: pytest.Pytester) -> None:
+    suite.runpytest("--gpuperf", "--gpuperf-save", "--gpuperf-baseline-dir", "elsewhere", *FAST)
+    assert list((suite.path / "elsewhere").glob("cpu-*.yaml"))
+    suite.makeini("[pytest]\ngpuperf_baseline_dir = perfdata\n")
+    suite.runpytest("--gpuperf", "--gpuperf-save", *FAST)
+    assert list((suite.path / "perfdata").glob("cpu-*.yaml"))
+
+
+def test_corrupt_baseline_is_reported_and_left_alone(suite: pytest.Pytester) -> None:
+    suite.runpytest("--gpuperf", "--gpuperf-save", *FAST)
+    path = next((suite.path / "baselines").glob("*.yaml"))
+    path.write_text("entries: [unclosed\n")
+    result = suite.runpytest("--gpuperf", "--gpuperf-save", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{path.name}*"])
+    assert path.read_text() == "entries: [unclosed\n"
+
+
+def test_json_markdown_and_plot_outputs(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--gpuperf", "--gpuperf-json", "out/r.json", "--gpuperf-markdown", "out/r.md",
+                             "--gpuperf-plot", "out/plots", *FAST)
+    result.assert_outcomes(passed=2)
+    data = json.loads((suite.path / "out" / "r.json").read_text())
+    assert {b["fullname"] for b in data["benchmarks"]} == {"test_scaled.py::test_fast", "test_scaled.py::test_tolerant"}
+    assert data["benchmarks"][0]["stats"]["median"] > 0
+    assert "|" in (suite.path / "out" / "r.md").read_text()
+    pngs = list((suite.path / "out" / "plots").glob("*.png"))
+    assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_gpu_profile_skips_without_a_gpu(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        def test_profiled(gpu_profile):
+            gpu_profile(abs, -1)
+    """)
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*gpu_profile needs a CUDA device*"])
+
+
+def test_out_of_memory_is_a_skip_and_a_raising_function_a_failure(pytester: pytest.Pytester) -> None:
+    pytorch = pytest.importorskip("torch")
+    assert pytorch
+    pytester.makepyfile("""
+        import torch
+        def oom():
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+        def broken():
+            raise ValueError("kernel exploded")
+        def test_oom(gpu_benchmark):
+            gpu_benchmark(oom)
+        def test_broken(gpu_benchmark):
+            gpu_benchmark(broken)
+        def test_after(gpu_benchmark):
+            assert gpu_benchmark(abs, -3) == 3
+    """)
+    for args in ([], ["--gpuperf", *FAST]):
+        result = pytester.runpytest("-rs", *args)
+        result.assert_outcomes(passed=1, failed=1, skipped=1)
+        result.stdout.fnmatch_lines(["*CUDA out of memory in *test_oom: *Tried to allocate 80.00 GiB*"])
+
+
+def test_benchmark_fixture_of_pytest_benchmark_still_works(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        def test_pb(benchmark):
+            assert benchmark(sum, range(100)) == 4950
+    """)
+    pytester.runpytest("--gpuperf", *FAST, "--benchmark-disable-gc").assert_outcomes(passed=1)
+
+
+def test_xdist_workers_results_land_in_one_baseline(suite: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    result = suite.runpytest_subprocess("-n", "2", "--gpuperf", "--gpuperf-save", *FAST)
+    result.assert_outcomes(passed=2)
+    assert set(_baseline(suite)["entries"]) == {"test_scaled.py::test_fast", "test_scaled.py::test_tolerant"}
