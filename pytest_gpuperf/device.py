@@ -25,9 +25,11 @@ _THROTTLE_NAMES = {
 # card working as designed; it is recorded, not warned about.
 SEVERE_THROTTLE = frozenset({"hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"})
 
-# Sizes of the peak probes: big enough to fill the chip and to defeat the L2.
-_COPY_BYTES = {"cuda": 1 << 30, "cpu": 1 << 27}
-_MATMUL_N = {"cuda": 8192, "cpu": 1024}
+# Sizes of the peak probes. A peak is the best rate over a few sizes, each measured the way tests
+# are (cold L2): a smaller copy finishes with some of its writes still in the L2 and reads faster
+# than a 1 GiB one, and a test must not read above "100% of peak" for that.
+_COPY_BYTES = {"cuda": (64 << 20, 256 << 20, 1 << 30), "cpu": (1 << 27,)}
+_MATMUL_N = {"cuda": (4096, 8192), "cpu": (1024,)}
 
 
 def slug(text: str) -> str:
@@ -185,11 +187,13 @@ def measure_copy_gbps(config=None) -> float:
 
     torch = _torch()
     kind = "cuda" if has_cuda() else "cpu"
-    n = _COPY_BYTES[kind] // 4
-    src = torch.randn(n, device=kind)
-    dst = torch.empty_like(src)
-    m = measure(lambda: dst.copy_(src), config or TimingConfig(cache="warm", budget_s=0.3))
-    return round(2 * src.nbytes / m.median_ms / 1e6, 1)
+    best = 0.0
+    for nbytes in _COPY_BYTES[kind]:
+        src = torch.randn(nbytes // 4, device=kind)
+        dst = torch.empty_like(src)
+        m = measure(lambda: dst.copy_(src), config or TimingConfig(budget_s=0.3), inputs=src)
+        best = max(best, 2 * nbytes / m.median_ms / 1e6)
+    return round(best, 1)
 
 
 def measure_matmul_tflops(dtype_name: str, config=None) -> float:
@@ -198,19 +202,19 @@ def measure_matmul_tflops(dtype_name: str, config=None) -> float:
 
     torch = _torch()
     kind = "cuda" if has_cuda() else "cpu"
-    n = _MATMUL_N[kind]
-    dtype = torch.float32 if dtype_name == "tf32" else getattr(torch, dtype_name)
-    if kind == "cpu" and dtype not in (torch.float32,):
-        dtype = torch.float32
-    a = torch.randn(n, n, device=kind).to(dtype)
-    b = torch.randn(n, n, device=kind).to(dtype)
+    dtype = torch.float32 if dtype_name == "tf32" or kind == "cpu" else getattr(torch, dtype_name)
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
+    best = 0.0
     try:
-        m = measure(lambda: a @ b, config or TimingConfig(cache="warm", budget_s=0.3))
+        for n in _MATMUL_N[kind]:
+            a = torch.randn(n, n, device=kind).to(dtype)
+            b = torch.randn(n, n, device=kind).to(dtype)
+            m = measure(lambda: a @ b, config or TimingConfig(budget_s=0.3), inputs=a)
+            best = max(best, 2 * n**3 / m.median_ms / 1e9)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
-    return round(2 * n**3 / m.median_ms / 1e9, 1)
+    return round(best, 1)
 
 
 class Peaks:

@@ -13,9 +13,9 @@ The rules (each one a trap seen in practice):
   full of dirty lines whose write-back then lands inside the timed kernel (+60% on a 4M-float
   elementwise op on an H100). A short GPU spin at the head of each batch keeps the host ahead of
   the device so no sample sees a launch gap.
-- What the timer adds is subtracted from every sample: an event pair around one kernel reads the
-  kernel plus ~2 µs of event and launch latency (H100). It is measured once per device as an event
-  pair around an empty kernel minus that kernel's per-call time in a CUDA graph.
+- The event pair's own cost (~1.3 µs on an H100, an empty pair read the way samples are taken) is
+  subtracted from every sample. The kernel's launch latency (~1-2 µs, which CUPTI's kernel duration
+  leaves out) stays in: a kernel in a stream pays it.
 - Samples are taken in batches of ~50 ms. Power management makes consecutive samples correlated
   (a bf16 matmul's clock wanders over hundreds of ms), so the precision of the median is judged
   from the spread of the batch medians, not from the samples as if they were independent: sampling
@@ -307,23 +307,10 @@ class _CudaTimer:
         return [b.elapsed_time(e) for b, e in events]
 
     def _timer_overhead_ms(self, flush) -> float:
-        """What an event pair adds to one kernel, taken the way samples are (once per device and mode):
-        an empty kernel in a bracket, minus its per-call time back to back in a CUDA graph."""
+        """What an event pair reads around nothing, taken the way samples are (once per device and mode)."""
         key = (self.index, flush is not None)
         if key not in _OVERHEAD:
-            torch = self.torch
-
-            def empty() -> None:
-                torch.cuda._sleep(0)
-
-            bracket = statistics.median(self._batch(empty, 200, 0.02, flush, sync=False))
-            calls = 200
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(calls):
-                    empty()
-            replay = statistics.median(self._batch(graph.replay, 20, 0.05, None, sync=False))
-            _OVERHEAD[key] = max(bracket - replay / calls, 0.0)
+            _OVERHEAD[key] = statistics.median(self._batch(lambda: None, 200, 0.02, flush, sync=False))
         return _OVERHEAD[key]
 
     def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, flush,
