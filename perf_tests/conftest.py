@@ -23,6 +23,16 @@ CPU_MAX_NUMEL = 1 << 20
 INTERPRETER_MAX_NUMEL = 1 << 16
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Self-checks of the harness (selfcheck marker) take minutes: they run only when `-m` asks for them."""
+    if "selfcheck" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="harness self-check: select with -m selfcheck")
+    for item in items:
+        if item.get_closest_marker("selfcheck"):
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def device() -> str:
     return DEVICE

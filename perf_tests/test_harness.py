@@ -1,6 +1,6 @@
 """Harness self-checks: does gpu_benchmark measure what the GPU does, repeatably, and at what cost?
 
-Run on a GPU with `pytest perf_tests/test_harness.py --gpuperf -s`. Each check prints a row with
+Run on a GPU with `pytest perf_tests/test_harness.py -m selfcheck --gpuperf -s`. Each check prints a row with
 triton.testing.do_bench beside it. They assert the accuracy and precision the harness promises:
 - accuracy: the median within 10% of the kernel time torch.profiler (CUPTI) reports for a ~2 µs
   kernel, within 3% for longer ones; the profiler watches the harness's own run, so both see the
@@ -19,7 +19,8 @@ import torch
 
 from pytest_gpuperf.timing import TimingConfig, measure
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="harness self-checks need a CUDA device")
+pytestmark = [pytest.mark.selfcheck,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="harness self-checks need a CUDA device")]
 
 
 @pytest.fixture(autouse=True)

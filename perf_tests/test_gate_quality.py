@@ -1,0 +1,99 @@
+"""Gate quality: how often the regression decision catches a known slowdown, and how often it cries wolf.
+
+Run on a GPU: `pytest perf_tests/test_gate_quality.py -m selfcheck --gpuperf -s`.
+For a memory-bound kernel (softmax 4096x4096 fp32) and a compute-bound one (bf16 matmul 4096), the
+measured function is slowed down by 2%, 5%, 10% and 20% with extra work of known cost (a GPU spin of
+that fraction of the kernel's time, queued right after it), 20 trials each, every trial against its
+own independently measured baseline; unchanged runs are paired with each other for the false-alarm
+rate. Each comparison goes through the plugin's own path: compare.judge, and a suspect result is
+re-measured (gpuperf_retries) with the best run kept — except the unchanged pairs, which are judged
+on the one pair (conservative: a retry could only clear an alarm).
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+
+import pytest
+import torch
+
+from pytest_gpuperf import compare
+from pytest_gpuperf.timing import TimingConfig, _spin_rate, measure
+
+pytestmark = [pytest.mark.selfcheck,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="gate quality needs a CUDA device")]
+
+SLOWDOWNS = (0.02, 0.05, 0.10, 0.20)
+TRIALS = 20
+UNCHANGED_RUNS = 16  # 120 distinct pairs
+RETRIES = 2
+THRESHOLD = 0.05
+
+
+def _record(fn, config: TimingConfig) -> dict:
+    m = measure(fn, config)
+    return {"median_ms": m.stats.median_ms, "noise": m.stats.noise, "samples": m.stats.samples,
+            "ci_ms": list(m.stats.ci_ms)}
+
+
+def _judged(base: dict, make_now, threshold: float) -> str:
+    """The plugin's rule: judge, re-measure a suspect result up to RETRIES times, keep the best run."""
+    best = make_now()
+    verdict = compare.judge(base, best, threshold)
+    for _ in range(RETRIES):
+        if verdict.time not in ("slower", "unsure"):
+            break
+        again = make_now()
+        if again["median_ms"] < best["median_ms"]:
+            best = again
+        verdict = compare.judge(base, best, threshold)
+    return verdict.time
+
+
+def _softmax():
+    x = torch.randn(4096, 4096, device="cuda")
+    return lambda: torch.softmax(x, -1)
+
+
+def _matmul():
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    return lambda: a @ b
+
+
+@pytest.mark.parametrize("make", [_softmax, _matmul], ids=["softmax-fp32-4096", "matmul-bf16-4096"])
+def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None:
+    if not request.config.getoption("gpuperf"):
+        pytest.skip("gate quality measures: run with --gpuperf")
+    fn = make()
+    config = TimingConfig()
+    unchanged = [_record(fn, config) for _ in range(UNCHANGED_RUNS)]
+    base_ms = statistics.median(r["median_ms"] for r in unchanged)
+    cycles_per_ms = _spin_rate(torch, torch.cuda.current_device())
+
+    def slowed(fraction: float):
+        cycles = int(fraction * base_ms * cycles_per_ms)
+
+        def run():
+            out = fn()
+            torch.cuda._sleep(cycles)
+            return out
+        return run
+
+    pairs = list(itertools.combinations(unchanged, 2))
+    alarms = sum(_judged(a, lambda b=b: b, THRESHOLD) == "slower" for a, b in pairs)
+    rows = [f"  {request.node.callspec.id}: base {base_ms * 1e3:.1f} us, threshold {THRESHOLD:.0%}: "
+            f"false alarms {alarms}/{len(pairs)}"]
+    caught = {}
+    for fraction in SLOWDOWNS:
+        slow_fn = slowed(fraction)
+        verdicts = [_judged(unchanged[i % UNCHANGED_RUNS], lambda: _record(slow_fn, config), THRESHOLD)
+                    for i in range(TRIALS)]
+        caught[fraction] = verdicts.count("slower")
+        rows.append(f"    +{fraction:.0%}: slower {caught[fraction]}/{TRIALS}  "
+                    f"({', '.join(f'{v} {verdicts.count(v)}' for v in sorted(set(verdicts)))})")
+    with capsys.disabled():
+        print("\n" + "\n".join(rows))
+    assert alarms <= len(pairs) // 100
+    assert caught[0.05] >= 0.95 * TRIALS
+    assert caught[0.10] == TRIALS and caught[0.20] == TRIALS
