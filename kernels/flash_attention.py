@@ -195,34 +195,42 @@ def _ensure_triton_allocator() -> None:
 # (Triton 3.6's automatic warp specialization, tl.range(warp_specialize=True), does not apply to
 # these loops on Hopper: the kernel compiles unchanged at 8 warps, and fails or spills at 4.)
 FWD_CONFIGS = [  # BLOCK_M, BLOCK_N, num_warps, num_stages
-    (128, 128, 8, 2),
+    (128, 128, 8, 3),
     (128, 64, 8, 3),
     (64, 64, 4, 3),
 ]
-BWD_CONFIGS = [  # BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, num_stages
+BWD_CONFIGS = [  # "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, num_stages
+    (64, 128, 128, 64, 8, 3),
     (64, 128, 128, 64, 8, 2),
-    (32, 128, 128, 32, 4, 3),
-    (64, 64, 64, 64, 4, 3),
 ]
-BWD_ATOMIC_CONFIGS = [  # BLOCK_M1, BLOCK_N1, num_warps, num_stages
-    (32, 128, 8, 3),
+DKDV_CONFIGS = [  # "two", dK/dV launch: BLOCK_M1, BLOCK_N1, num_warps, num_stages
     (64, 128, 8, 3),
+    (32, 128, 8, 3),
+]
+DQ_CONFIGS = [  # "two", dQ launch: BLOCK_M2, BLOCK_N2, num_warps, num_stages
+    (128, 64, 8, 3),
+    (128, 32, 8, 3),
+]
+BWD_ATOMIC_CONFIGS = [  # "atomic": BLOCK_M1, BLOCK_N1, num_warps, num_stages
+    (32, 128, 8, 3),
+    (64, 128, 8, 2),
 ]
 BWD_VARIANT = "split"
 INTERPRET_FWD = dict(BLOCK_M=32, BLOCK_N=16)
 INTERPRET_BWD = dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16)
+_KEY = ["N", "HEAD_DIM", "CAUSAL", "USE_TMA"]
 
 
-def _prune_fwd(configs, named_args, **kwargs):
-    n = named_args["N"]
-    fit = [c for c in configs if c.kwargs["BLOCK_M"] <= max(64, n)]
-    return fit or configs[-1:]
+def _fits(n: int, *blocks: int) -> bool:
+    return max(blocks) <= max(64, n)
 
 
-def _prune_bwd(configs, named_args, **kwargs):
-    n = named_args["N"]
-    fit = [c for c in configs if max(c.kwargs["BLOCK_N1"], c.kwargs.get("BLOCK_M2", 0)) <= max(64, n)]
-    return fit or configs[-1:]
+def _prune(*names):
+    """Drop configs whose blocks are much longer than the sequence (keep at least one)."""
+    def prune(configs, named_args, **kwargs):
+        fit = [c for c in configs if _fits(named_args["N"], *(c.kwargs[k] for k in names))]
+        return fit or configs[-1:]
+    return prune
 
 
 @functools.cache
@@ -231,26 +239,28 @@ def _tuned_kernels():
 
     from kernels import flash_attention_triton as fat
 
-    fwd = triton.autotune(
-        [triton.Config(dict(BLOCK_M=bm, BLOCK_N=bn), num_warps=w, num_stages=s)
-         for bm, bn, w, s in FWD_CONFIGS],
-        key=["N", "HEAD_DIM", "CAUSAL", "USE_TMA"],
-        prune_configs_by={"early_config_prune": _prune_fwd},
-    )(fat.attn_fwd_kernel)
-    bwd = triton.autotune(
-        [triton.Config(dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=m2, BLOCK_N2=n2), num_warps=w, num_stages=s)
-         for m1, n1, m2, n2, w, s in BWD_CONFIGS],
-        key=["N", "HEAD_DIM", "CAUSAL", "USE_TMA"],
-        prune_configs_by={"early_config_prune": _prune_bwd},
-    )(fat.attn_bwd_kernel)
-    bwd_atomic = triton.autotune(
-        [triton.Config(dict(BLOCK_M1=m1, BLOCK_N1=n1), num_warps=w, num_stages=s)
-         for m1, n1, w, s in BWD_ATOMIC_CONFIGS],
-        key=["N", "HEAD_DIM", "CAUSAL", "USE_TMA"],
-        prune_configs_by={"early_config_prune": _prune_bwd},
-        reset_to_zero=["DQ"],
-    )(fat.attn_bwd_atomic_kernel)
-    return fwd, bwd, bwd_atomic
+    def tune(kernel, configs, names, **extra):
+        return triton.autotune(configs, key=_KEY, prune_configs_by={"early_config_prune": _prune(*names)},
+                               **extra)(kernel)
+
+    cfg = triton.Config
+    return {
+        "fwd": tune(fat.attn_fwd_kernel,
+                    [cfg(dict(BLOCK_M=bm, BLOCK_N=bn), num_warps=w, num_stages=s) for bm, bn, w, s in FWD_CONFIGS],
+                    ("BLOCK_M",)),
+        "split": tune(fat.attn_bwd_kernel,
+                      [cfg(dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=m2, BLOCK_N2=n2), num_warps=w, num_stages=s)
+                       for m1, n1, m2, n2, w, s in BWD_CONFIGS], ("BLOCK_N1", "BLOCK_M2")),
+        "dkdv": tune(fat.attn_bwd_kernel,
+                     [cfg(dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=64, BLOCK_N2=64), num_warps=w, num_stages=s)
+                      for m1, n1, w, s in DKDV_CONFIGS], ("BLOCK_N1",)),
+        "dq": tune(fat.attn_bwd_kernel,
+                   [cfg(dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=m2, BLOCK_N2=n2), num_warps=w, num_stages=s)
+                    for m2, n2, w, s in DQ_CONFIGS], ("BLOCK_M2",)),
+        "atomic": tune(fat.attn_bwd_atomic_kernel,
+                       [cfg(dict(BLOCK_M1=m1, BLOCK_N1=n1), num_warps=w, num_stages=s)
+                        for m1, n1, w, s in BWD_ATOMIC_CONFIGS], ("BLOCK_N1",), reset_to_zero=["DQ"]),
+    }
 
 
 def _check_inputs(q, k, v):
@@ -284,7 +294,7 @@ def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None 
         grid = (triton_cdiv(N, meta["BLOCK_M"]), B * H)
         fat.attn_fwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **meta)
     else:
-        fwd = _tuned_kernels()[0]
+        fwd = _tuned_kernels()["fwd"]
         grid = lambda meta: (triton_cdiv(N, meta["BLOCK_M"]), B * H)  # noqa: E731
         fwd[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma)
     return o, lse
@@ -293,8 +303,14 @@ def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None 
 def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma: bool | None = None,
                     config=None, variant: str | None = None):
     """dq, dk, dv from contiguous saved tensors and dO: a delta = rowsum(dO*O) preprocess, then
-    ``variant`` "split" (one launch of dK/dV programs and dQ programs, no atomics) or "atomic"
-    (key-block programs that also add dS.K into a float32 dQ). ``config`` skips the autotuner."""
+
+    - "split": one launch of dK/dV programs (key block, loop over queries) and dQ programs (query
+      block, loop over keys); no atomics, S and dP computed twice;
+    - "two": the same two kinds of program as two launches, each compiled and tuned on its own;
+    - "atomic": key-block programs that also add dS.K into a float32 dQ (five matmuls, not seven).
+
+    ``config`` (launch parameters; for "two" a dict with "dkdv" and "dq" entries) skips the
+    autotuner."""
     from kernels import flash_attention_triton as fat
 
     B, H, N, D = q.shape
@@ -313,27 +329,35 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
     pre_block = 64 if INTERPRET else 128
     fat.attn_bwd_delta_kernel[(triton_cdiv(N, pre_block), B * H)](o, do, delta, N, HEAD_DIM=D, BLOCK_M=pre_block)
     args = (q, k, v, do, dq, dk, dv, lse, delta, sm_scale * LOG2E, sm_scale, N)
-    meta = None if (config is None and not INTERPRET) else dict(INTERPRET_BWD if config is None else config)
+    fixed = INTERPRET or config is not None
+    tuned = None if fixed else _tuned_kernels()
 
-    if variant == "atomic":
-        if meta is not None:
-            meta = {key: val for key, val in meta.items() if key not in ("BLOCK_M2", "BLOCK_N2")}
-        kernel = fat.attn_bwd_atomic_kernel if meta is not None else _tuned_kernels()[2]
+    def launch(kernel_name, grid, meta, **consts):
+        if fixed:
+            kernel = fat.attn_bwd_atomic_kernel if kernel_name == "atomic" else fat.attn_bwd_kernel
+            kernel[grid(meta)](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **consts, **meta)
+        else:
+            tuned[kernel_name][grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **consts)
 
-        def grid(m):
-            return (triton_cdiv(N, m["BLOCK_N1"]), B * H)
-    else:
-        kernel = fat.attn_bwd_kernel if meta is not None else _tuned_kernels()[1]
+    def n_blocks(meta):
+        return triton_cdiv(N, meta["BLOCK_N1"])
 
-        def grid(m):
-            return (triton_cdiv(N, m["BLOCK_N1"]) + triton_cdiv(N, m["BLOCK_M2"]), B * H)
+    def m_blocks(meta):
+        return triton_cdiv(N, meta["BLOCK_M2"])
 
-    if meta is not None:
-        kernel[grid(meta)](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **meta)
-    else:
-        kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma)
-    if variant == "atomic":
+    interp = dict(INTERPRET_BWD)
+    if variant == "split":
+        launch("split", lambda m: (n_blocks(m) + m_blocks(m), B * H), config or interp)
+    elif variant == "two":
+        cfg = config or {"dkdv": interp, "dq": interp}
+        launch("dkdv", lambda m: (n_blocks(m), B * H), cfg["dkdv"] if fixed else None, MODE=1)
+        launch("dq", lambda m: (m_blocks(m), B * H), cfg["dq"] if fixed else None, MODE=2)
+    elif variant == "atomic":
+        meta = {k_: v_ for k_, v_ in (config or interp).items() if k_ not in ("BLOCK_M2", "BLOCK_N2")}
+        launch("atomic", lambda m: (n_blocks(m), B * H), meta)
         dq = dq.to(q.dtype)
+    else:
+        raise ValueError(f"unknown backward variant {variant!r}")
     return dq, dk, dv
 
 
@@ -424,9 +448,18 @@ def _compiled_manual():
     return torch.compile(torch_manual, dynamic=False)
 
 
+def _no_donated_buffers():
+    """Compile backward graphs without donated buffers: the perf tests time the backward alone,
+    again and again on one forward (retain_graph=True), which donated buffers forbid."""
+    import torch._functorch.config as functorch_config
+
+    return functorch_config.patch(donated_buffer=False)
+
+
 def compiled(q, k, v, causal: bool = False) -> torch.Tensor:
     """torch.compile (Inductor) of torch_manual, built once per process."""
-    return _compiled_manual()(q, k, v, causal)
+    with _no_donated_buffers():
+        return _compiled_manual()(q, k, v, causal)
 
 
 @functools.cache
@@ -450,7 +483,8 @@ def _causal_block_mask(n: int, device: str):
 def flex(q, k, v, causal: bool = False) -> torch.Tensor:
     """flex_attention under torch.compile; causal via a (cached) block mask."""
     mask = _causal_block_mask(q.shape[-2], str(q.device)) if causal else None
-    return _compiled_flex()(q, k, v, block_mask=mask)
+    with _no_donated_buffers():
+        return _compiled_flex()(q, k, v, block_mask=mask)
 
 
 def triton_impl(q, k, v, causal: bool = False) -> torch.Tensor:

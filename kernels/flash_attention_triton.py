@@ -276,11 +276,12 @@ def _bwd_dq_program(Q, K, V, DO, DQ, LSE, DELTA, start_m, qk_scale, sm_scale, N,
 def attn_bwd_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA, qk_scale, sm_scale, N,
                     HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
                     BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr,
-                    CAUSAL: tl.constexpr, USE_TMA: tl.constexpr):
-    """One launch, two kinds of program per head: the first cdiv(N, BLOCK_N1) compute dK, dV of a
-    key block (loop over query blocks), the rest dQ of a query block (loop over key blocks). No
-    atomics; S and P are recomputed by both kinds. Causal: both kinds start with their heaviest
-    blocks (key block 0, the last query block) so that the short ones fill the tail."""
+                    CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, MODE: tl.constexpr = 0):
+    """MODE 0, one launch with two kinds of program per head: the first cdiv(N, BLOCK_N1) compute
+    dK, dV of a key block (loop over query blocks), the rest dQ of a query block (loop over key
+    blocks). MODE 1: only the dK/dV programs; MODE 2: only the dQ programs (two launches, each
+    compiled and tuned on its own). No atomics; S and P are recomputed by both kinds. Causal: both
+    kinds start with their heaviest blocks (key block 0, the last query block)."""
     tl.static_assert(BLOCK_N1 % BLOCK_M1 == 0)
     tl.static_assert(BLOCK_M2 % BLOCK_N2 == 0)
     pid = tl.program_id(0)
@@ -288,14 +289,24 @@ def attn_bwd_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA, qk_scale, sm_scale, N,
     head = off_hz.to(tl.int64) * N * HEAD_DIM
     LSE += off_hz.to(tl.int64) * N
     DELTA += off_hz.to(tl.int64) * N
-    num_n_blocks = tl.cdiv(N, BLOCK_N1)
-    if pid < num_n_blocks:
+    if MODE == 1:
         _bwd_dkdv_program(Q + head, K + head, V + head, DO + head, DK + head, DV + head, LSE, DELTA,
                           pid * BLOCK_N1, qk_scale, sm_scale, N, HEAD_DIM, BLOCK_M1, BLOCK_N1, CAUSAL, USE_TMA)
-    else:
-        pid_m = tl.cdiv(N, BLOCK_M2) - 1 - (pid - num_n_blocks)
+    elif MODE == 2:
+        pid_m = tl.num_programs(0) - 1 - pid
         _bwd_dq_program(Q + head, K + head, V + head, DO + head, DQ + head, LSE, DELTA,
                         pid_m * BLOCK_M2, qk_scale, sm_scale, N, HEAD_DIM, BLOCK_M2, BLOCK_N2, CAUSAL, USE_TMA)
+    else:
+        num_n_blocks = tl.cdiv(N, BLOCK_N1)
+        if pid < num_n_blocks:
+            _bwd_dkdv_program(Q + head, K + head, V + head, DO + head, DK + head, DV + head, LSE, DELTA,
+                              pid * BLOCK_N1, qk_scale, sm_scale, N, HEAD_DIM, BLOCK_M1, BLOCK_N1, CAUSAL,
+                              USE_TMA)
+        else:
+            pid_m = tl.cdiv(N, BLOCK_M2) - 1 - (pid - num_n_blocks)
+            _bwd_dq_program(Q + head, K + head, V + head, DO + head, DQ + head, LSE, DELTA,
+                            pid_m * BLOCK_M2, qk_scale, sm_scale, N, HEAD_DIM, BLOCK_M2, BLOCK_N2, CAUSAL,
+                            USE_TMA)
 
 
 # ----------------------------------------------------------------------------------------------

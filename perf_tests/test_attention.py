@@ -1,0 +1,260 @@
+"""Scaled dot-product attention, forward and backward: every impl of kernels/flash_attention.py.
+
+Cases: impl x dtype (bfloat16, float16) x causal/full x shape (B, H, N, D) x direction. The
+forward test times one call; the backward test times the backward alone (the forward runs once,
+outside the timed call: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)). Outputs and
+dQ, dK, dV are checked against the float64 reference (kernels.flash_attention.reference_grads)
+with the module's tolerances (flash_attention.tolerance: atol scaled by the reference's RMS).
+
+Shapes: two the CPU interpreter runs (N=77 crosses a partial block, N=128 whole blocks), the issue's
+target B4 H16 N4096 D128, the same at D64, and B2 H8 N1000 D128 (partial last blocks at full size).
+
+Kept out to hold the GPU suite to its time budget: ``compiled`` and ``flex`` run only at N=128 and
+the target shape (every other shape is one more torch.compile of the same graph). On CPU
+(no CUDA): Triton runs under TRITON_INTERPRET=1 at the small shapes (conftest.require), the SDPA
+cuDNN / memory-efficient backends skip (CUDA only), flex skips its backward (none on CPU), and the
+torch.compile impls run bfloat16 only (a compile costs seconds there).
+
+Memory: test_attention_memory records the peak of a forward at B1 H16 D128 bf16, N = 4K, 16K, 64K
+(torch_manual skips, with the size it would need, where that exceeds the free memory), and
+test_triton_memory_linear_in_n checks that the Triton forward+backward's extra memory grows
+linearly (x4 per x4 in N), measured with torch.cuda.max_memory_allocated after a warm-up call.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import HAS_CUDA, require
+
+from kernels import flash_attention as fa
+
+DTYPES = ["bfloat16", "float16"]
+SMALL = [(1, 2, 77, 64), (1, 2, 128, 64)]
+TARGET = (4, 16, 4096, 128)
+SHAPES = SMALL + [TARGET, (4, 16, 4096, 64), (2, 8, 1000, 128)]
+COMPILE_IMPLS = ("compiled", "flex")
+COMPILE_SHAPES = [(1, 2, 128, 64), TARGET]
+SMOKE = {("triton", "bfloat16", True, (1, 2, 77, 64))}
+MEMORY_NS = [4096, 16384, 65536]
+
+
+def shape_id(shape) -> str:
+    return "B{}H{}N{}D{}".format(*shape)
+
+
+def _cases():
+    for impl in fa.IMPLS:
+        for dtype in DTYPES:
+            for causal in (True, False):
+                for shape in SHAPES:
+                    if impl in COMPILE_IMPLS and shape not in COMPILE_SHAPES:
+                        continue
+                    marks = [pytest.mark.smoke] if (impl, dtype, causal, shape) in SMOKE else []
+                    yield pytest.param(impl, dtype, causal, shape, marks=marks,
+                                       id=f"{impl}-{dtype}-{'causal' if causal else 'full'}-{shape_id(shape)}")
+
+
+def _numel(impl: str, shape) -> int:
+    """Largest tensor the impl makes: the (B, H, N, N) scores for the materializing ones."""
+    B, H, N, D = shape
+    if impl in ("torch_manual", "compiled"):
+        return max(B * H * N * N, B * H * N * D)
+    return B * H * N * D
+
+
+def _prepare(impl: str, dtype: str, causal: bool, shape, device, direction: str):
+    """Skip what this machine cannot run (with the reason); return the inputs."""
+    require(impl, _numel(impl, shape))
+    if not HAS_CUDA and impl in COMPILE_IMPLS:
+        if dtype != "bfloat16":
+            pytest.skip(f"CPU run: {impl} (torch.compile, seconds per case there) runs bfloat16 only")
+        if impl == "flex" and not causal:
+            pytest.skip("CPU run: flex (a torch.compile of ~15 s per case there) runs the causal case only")
+    q, k, v = fa.make_inputs(shape, getattr(torch, dtype), device)
+    if direction == "bwd":
+        for t in (q, k, v):
+            t.requires_grad_(True)
+    reason = fa.unavailable_reason(impl, q, causal, direction)
+    if reason:
+        pytest.skip(reason)
+    return q, k, v
+
+
+@pytest.mark.parametrize("impl,dtype,causal,shape", list(_cases()))
+def test_attention_fwd(impl, dtype, causal, shape, device, gpu_benchmark, gpu_assert_close):
+    q, k, v = _prepare(impl, dtype, causal, shape, device, "fwd")
+    nbytes, flops = fa.cost(shape, q.dtype, causal)
+    out = gpu_benchmark(fa.IMPLS[impl], q, k, v, causal, bytes=nbytes, flops=flops)
+    expected = fa.reference(q, k, v, causal)
+    gpu_assert_close(out, expected, **fa.tolerance(expected, q.dtype))  # rms-scaled atol: see module
+
+
+@pytest.mark.parametrize("impl,dtype,causal,shape", list(_cases()))
+def test_attention_bwd(impl, dtype, causal, shape, device, gpu_benchmark, gpu_assert_close):
+    q, k, v = _prepare(impl, dtype, causal, shape, device, "bwd")
+    dout = fa.make_grad_output(shape, q.dtype, device)
+    out = fa.IMPLS[impl](q, k, v, causal)
+    nbytes, flops = fa.cost(shape, q.dtype, causal, backward=True)
+    grads = gpu_benchmark(torch.autograd.grad, out, (q, k, v), dout, retain_graph=True, bytes=nbytes, flops=flops)
+    _, *expected = fa.reference_grads(q, k, v, dout, causal)
+    for name, got, exp in zip(("dq", "dk", "dv"), grads, expected):
+        gpu_assert_close(got, exp, name=name, **fa.tolerance(exp, q.dtype))  # rms-scaled atol: see module
+
+
+# ---- every Triton launch config, forced, at a length with partial blocks ----------------------
+# The autotuner times configs but never checks them; each table entry is checked here once.
+CONFIG_SHAPE = (1, 2, 300, 64)  # 300 = 2 * 128 + 44: partial last block for every block size
+
+
+def _config_cases():
+    for bm, bn, w, s in fa.FWD_CONFIGS:
+        yield pytest.param("fwd", dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s),
+                           id=f"fwd-{bm}x{bn}-w{w}-s{s}")
+    for m1, n1, m2, n2, w, s in fa.BWD_CONFIGS:
+        yield pytest.param("split", dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=m2, BLOCK_N2=n2, num_warps=w,
+                                         num_stages=s), id=f"split-{m1}x{n1}-{m2}x{n2}-w{w}-s{s}")
+    for (m1, n1, w1, s1), (m2, n2, w2, s2) in zip(fa.DKDV_CONFIGS, fa.DQ_CONFIGS):
+        cfg = {"dkdv": dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=64, BLOCK_N2=64, num_warps=w1, num_stages=s1),
+               "dq": dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=m2, BLOCK_N2=n2, num_warps=w2, num_stages=s2)}
+        yield pytest.param("two", cfg, id=f"two-{m1}x{n1}-w{w1}-s{s1}-{m2}x{n2}-w{w2}-s{s2}")
+    for m1, n1, w, s in fa.BWD_ATOMIC_CONFIGS:
+        yield pytest.param("atomic", dict(BLOCK_M1=m1, BLOCK_N1=n1, num_warps=w, num_stages=s),
+                           id=f"atomic-{m1}x{n1}-w{w}-s{s}")
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("kind,config", list(_config_cases()))
+def test_triton_config(kind, config, causal, device, gpu_assert_close):
+    require("triton", math.prod(CONFIG_SHAPE))
+    q, k, v = fa.make_inputs(CONFIG_SHAPE, torch.bfloat16, device, seed=3)
+    do = fa.make_grad_output(CONFIG_SHAPE, torch.bfloat16, device, seed=3)
+    scale = 1 / math.sqrt(CONFIG_SHAPE[-1])
+    out, *expected = fa.reference_grads(q, k, v, do, causal)
+    if kind == "fwd":
+        o, lse = fa.triton_forward(q, k, v, causal, scale, config=config)
+        gpu_assert_close(o, out, **fa.tolerance(out, q.dtype))
+        return
+    o, lse = fa.triton_forward(q, k, v, causal, scale)
+    grads = fa.triton_backward(q, k, v, o, lse, do, causal, scale, config=config, variant=kind)
+    for name, got, exp in zip(("dq", "dk", "dv"), grads, expected):
+        gpu_assert_close(got, exp, name=name, **fa.tolerance(exp, q.dtype))
+
+
+@pytest.mark.parametrize("use_tma", [True, False], ids=["descriptors", "pointers"])
+def test_triton_load_paths(use_tma, device, gpu_assert_close):
+    """Both ways of moving tiles, forced: tensor descriptors (TMA on Hopper; emulated by the CPU
+    interpreter) and masked pointer loads. By default the device's capability picks one."""
+    shape = (1, 2, 77, 64)
+    require("triton", math.prod(shape))
+    if use_tma and HAS_CUDA and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("tensor descriptors need sm_90+")
+    q, k, v = (t.requires_grad_() for t in fa.make_inputs(shape, torch.float16, device, seed=4))
+    do = fa.make_grad_output(shape, torch.float16, device, seed=4)
+    out = fa.flash_attention(q, k, v, causal=True, use_tma=use_tma)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    expected = fa.reference_grads(q, k, v, do, causal=True)
+    for name, got, exp in zip(("out", "dq", "dk", "dv"), (out, *grads), expected):
+        gpu_assert_close(got, exp, name=name, **fa.tolerance(exp, q.dtype))
+
+
+def test_triton_non_contiguous_inputs(device, gpu_assert_close):
+    """q, k, v as (B, H, N, D) views of (B, N, H, D) storage (the usual projection layout)."""
+    B, N, H, D = 1, 77, 2, 64
+    require("triton", B * N * H * D)
+    q, k, v = (t.transpose(1, 2).requires_grad_() for t in fa.make_inputs((B, N, H, D), torch.bfloat16, device, seed=5))
+    assert q.shape == (B, H, N, D) and not q.is_contiguous()
+    do = fa.make_grad_output((B, H, N, D), torch.bfloat16, device, seed=5)
+    out = fa.flash_attention(q, k, v, causal=False)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    expected = fa.reference_grads(q, k, v, do, causal=False)
+    for name, got, exp in zip(("out", "dq", "dk", "dv"), (out, *grads), expected):
+        gpu_assert_close(got, exp, name=name, **fa.tolerance(exp, q.dtype))
+
+
+# ---- memory ---------------------------------------------------------------------------------------
+def _cuda_only():
+    if not HAS_CUDA:
+        pytest.skip("peak memory is measured with CUDA's allocator statistics; no CUDA device here")
+
+
+def _extra_peak(fn) -> int:
+    """Bytes allocated at the peak of fn() beyond what was allocated before it."""
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    result = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    del result
+    return peak
+
+
+@pytest.mark.parametrize("n", MEMORY_NS, ids=[f"B1H16N{n}D128" for n in MEMORY_NS])
+@pytest.mark.parametrize("impl", ["triton", "torch_flash", "torch_manual"])
+def test_attention_memory(impl, n, gpu_benchmark):
+    """Peak memory of one forward (recorded in the baseline). Triton's must stay within a fixed
+    number of bytes per token: inputs, output, log-sum-exp, no N x N anything."""
+    _cuda_only()
+    shape = (1, 16, n, 128)
+    q, k, v = fa.make_inputs(shape, torch.bfloat16, "cuda")
+    reason = fa.unavailable_reason(impl, q, False, "fwd")
+    if reason:
+        pytest.skip(reason)  # torch_manual at 64K: the needed size is in the reason
+    nbytes, flops = fa.cost(shape, q.dtype)
+    out = gpu_benchmark(fa.IMPLS[impl], q, k, v, False, bytes=nbytes, flops=flops)
+    assert torch.isfinite(out).all()
+    if impl != "triton":
+        return
+    stats = gpu_benchmark.stats
+    if stats and stats.get("peak_memory_bytes"):
+        peak = stats["peak_memory_bytes"]  # inputs + everything allocated in the call
+    else:
+        peak = _extra_peak(lambda: fa.IMPLS[impl](q, k, v, False)) + 3 * q.numel() * q.element_size()
+    B, H, N, D = shape
+    per_token = B * H * (4 * D * q.element_size() + 4)  # q, k, v, o and the float32 log-sum-exp
+    slack = 64 << 20  # allocator rounding, Triton's descriptor scratch
+    assert peak <= per_token * N + slack, f"peak {peak / 2**20:.1f} MiB > linear bound {(per_token * N + slack) / 2**20:.1f} MiB"
+
+
+def test_triton_memory_linear_in_n():
+    """Forward + backward extra memory at N = 4K, 16K, 64K (B1 H16 D128 bf16): x4 per x4 in N."""
+    _cuda_only()
+    extras = []
+    for n in MEMORY_NS:
+        shape = (1, 16, n, 128)
+        q, k, v = (t.requires_grad_() for t in fa.make_inputs(shape, torch.bfloat16, "cuda"))
+        dout = fa.make_grad_output(shape, torch.bfloat16, "cuda")
+
+        def step():
+            out = fa.flash_attention(q, k, v)
+            return torch.autograd.grad(out, (q, k, v), dout)
+
+        step()  # warm-up: compile and autotune (whose timing buffers would count otherwise)
+        extras.append(_extra_peak(step))
+        del q, k, v, dout
+        torch.cuda.empty_cache()
+    ratios = [b / a for a, b in zip(extras, extras[1:])]
+    detail = ", ".join(f"N={n}: {e / 2**20:.0f} MiB" for n, e in zip(MEMORY_NS, extras))
+    assert all(3.5 <= r <= 4.5 for r in ratios), f"extra memory not linear in N ({detail}; ratios {ratios})"
+
+
+# ---- what runs on the device --------------------------------------------------------------------
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_triton_launches(direction, gpu_profile):
+    """Forward: one kernel. Backward: the delta preprocess plus the backward variant's launches."""
+    if not HAS_CUDA:
+        pytest.skip("launch counts need a CUDA device")
+    shape = (1, 2, 256, 64)
+    q, k, v = (t.requires_grad_() for t in fa.make_inputs(shape, torch.bfloat16, "cuda"))
+    out = fa.flash_attention(q, k, v)
+    if direction == "fwd":
+        prof = gpu_profile(fa.flash_attention, q.detach(), k.detach(), v.detach())
+        assert len(prof.find("attn_fwd_kernel")) == 1 and prof.launches == 1, prof.kernels
+    else:
+        dout = torch.randn_like(out)
+        prof = gpu_profile(torch.autograd.grad, out, (q, k, v), dout, retain_graph=True)
+        expected = {"split": 1, "two": 2, "atomic": 1}[fa.BWD_VARIANT]
+        assert len(prof.find("attn_bwd_delta_kernel")) == 1, prof.kernels
+        assert sum(k_.calls for k_ in prof.find(r"attn_bwd(_atomic)?_kernel")) == expected, prof.kernels
