@@ -1,0 +1,457 @@
+// Row-wise softmax over the last dimension, fp32 math for bf16/fp16, one launch for any shape.
+//
+// Three kernels, chosen on the host by row length (nv = 16-byte vectors per row):
+//   warp    one warp per row, the row kept in registers (nv <= 256: fp32 rows up to ~1K, bf16 ~2K);
+//   block   one block of 512 threads per row, the row kept in registers (nv <= 4096: fp32 up to
+//           16K, bf16 up to 32K): one read and one write of every element;
+//   cluster a thread-block cluster of C blocks per row (Hopper; C = 1 when there are enough rows
+//           to fill the GPU): each block streams its slice with an online max/sum, the blocks
+//           combine their (max, sum) through distributed shared memory, then each block writes its
+//           slice (the second read of the slice mostly hits L2).
+// Every kernel keeps per-thread (max, sum-of-exp) pairs and combines them with warp shuffles: one
+// reduction, not two. Rows need not be 16-byte aligned (odd row lengths): vector slots that fall
+// outside the row are handled element by element. NaN/inf follow the float64 reference
+// (x - max(x), exp, / sum): a NaN or +inf in a row makes the whole row NaN, a -inf gives 0, and a
+// row of all -inf is NaN.
+//
+// Layout of this file: kernels and a plain-CUDA dispatcher first (both nvcc passes), the torch
+// wrapper inside `#ifndef __CUDA_ARCH__` so the device pass never parses torch's headers.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace gpuperf_softmax {
+
+namespace cg = cooperative_groups;
+
+enum class DType : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
+enum class Path : int { kAuto = 0, kWarp = 1, kBlock = 2, kCluster = 3 };
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+// Vector slot i0..i0+VEC-1 of a row (i0 may be negative: the slot before the row's first aligned
+// address). Slots wholly inside the row move as one 16-byte access; the others element by element,
+// reading -inf (which contributes exp(-inf) = 0) outside the row.
+template <typename T, int VEC>
+__device__ __forceinline__ void load_slot(const T* __restrict__ row, int64_t i0, int64_t cols, float (&v)[VEC]) {
+  if (i0 >= 0 && i0 + VEC <= cols) {
+    const Pack<T, VEC> p = *reinterpret_cast<const Pack<T, VEC>*>(row + i0);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[e] = to_float(p.v[e]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const int64_t i = i0 + e;
+      v[e] = (i >= 0 && i < cols) ? to_float(row[i]) : -INFINITY;
+    }
+  }
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void store_slot(T* __restrict__ row, int64_t i0, int64_t cols, const float (&v)[VEC]) {
+  if (i0 >= 0 && i0 + VEC <= cols) {
+    Pack<T, VEC> p;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) p.v[e] = from_float<T>(v[e]);
+    *reinterpret_cast<Pack<T, VEC>*>(row + i0) = p;
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const int64_t i = i0 + e;
+      if (i >= 0 && i < cols) row[i] = from_float<T>(v[e]);
+    }
+  }
+}
+
+// exp(v - m), with exp(-inf - anything) = 0 (keeps all--inf slices from producing NaN); a NaN v stays NaN.
+__device__ __forceinline__ float exp_shift(float v, float m) { return v == -INFINITY ? 0.0f : __expf(v - m); }
+// exp(m - M) for a partial max m under the new max M (1 when equal: also for -inf == -inf).
+__device__ __forceinline__ float rescale(float m, float M) { return m == M ? 1.0f : __expf(m - M); }
+
+struct MaxSum {
+  float m;  // max over the non-NaN elements seen (fmaxf ignores NaN; a NaN shows up in s instead)
+  float s;  // sum of exp(x - m)
+};
+
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float M = fmaxf(a.m, b.m);
+  return {M, a.s * rescale(a.m, M) + b.s * rescale(b.m, M)};
+}
+
+__device__ __forceinline__ MaxSum warp_reduce(MaxSum a) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const MaxSum b{__shfl_xor_sync(0xffffffffu, a.m, off), __shfl_xor_sync(0xffffffffu, a.s, off)};
+    a = combine(a, b);
+  }
+  return a;
+}
+
+// Every thread gets the block's combined pair. Uses 33 slots of `scratch`.
+__device__ __forceinline__ MaxSum block_reduce(MaxSum a, MaxSum* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+  a = warp_reduce(a);
+  if (lane == 0) scratch[warp] = a;
+  __syncthreads();
+  if (warp == 0) {
+    MaxSum b = lane < nwarps ? scratch[lane] : MaxSum{-INFINITY, 0.0f};
+    b = warp_reduce(b);
+    if (lane == 0) scratch[32] = b;
+  }
+  __syncthreads();
+  return scratch[32];
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ int row_shift(const T* row) {
+  if constexpr (VEC == 1) return 0;
+  return static_cast<int>((reinterpret_cast<std::uintptr_t>(row) % 16) / sizeof(T));
+}
+
+// ---- register-resident rows: one warp (STRIDE = 32) or one block (STRIDE = blockDim) per row ----
+// Thread t owns vector slots t, t + STRIDE, ..., K of them. Its own pair (m_t, s_t) turns the slot
+// values into exp(x - m_t); after the reduction the output is exp(x - m_t) * exp(m_t - M) / S.
+template <typename T, int VEC, int K>
+__device__ __forceinline__ void softmax_row_in_registers(const T* __restrict__ xr, T* __restrict__ yr, int64_t cols,
+                                                         int t, int stride, MaxSum* scratch, bool is_warp) {
+  const int shift = row_shift<T, VEC>(xr);
+  const int64_t nv = (shift + cols + VEC - 1) / VEC;
+  float v[K][VEC];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t j = t + static_cast<int64_t>(k) * stride;
+    if (j < nv) {
+      load_slot<T, VEC>(xr, j * VEC - shift, cols, v[k]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[k][e] = -INFINITY;
+    }
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) m = fmaxf(m, v[k][e]);
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      v[k][e] = exp_shift(v[k][e], m);
+      s += v[k][e];
+    }
+  const MaxSum total = is_warp ? warp_reduce(MaxSum{m, s}) : block_reduce(MaxSum{m, s}, scratch);
+  const float scale = rescale(m, total.m) / total.s;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t j = t + static_cast<int64_t>(k) * stride;
+    if (j < nv) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[k][e] *= scale;
+      store_slot<T, VEC>(yr, j * VEC - shift, cols, v[k]);
+    }
+  }
+}
+
+constexpr int kWarpKernelThreads = 128;  // 4 rows per block
+constexpr int kBlockKernelThreads = 512;
+constexpr int kClusterKernelThreads = 1024;
+constexpr int kClusterUnroll = 4;
+
+template <typename T, int VEC, int K>
+__global__ void __launch_bounds__(kWarpKernelThreads) softmax_warp_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                                          int64_t rows, int64_t cols) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kWarpKernelThreads / 32) + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  softmax_row_in_registers<T, VEC, K>(x + row * cols, y + row * cols, cols, threadIdx.x & 31, 32, nullptr, true);
+}
+
+template <typename T, int VEC, int K>
+__global__ void __launch_bounds__(kBlockKernelThreads) softmax_block_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                                            int64_t cols) {
+  __shared__ MaxSum scratch[33];
+  const int64_t row = blockIdx.x;
+  softmax_row_in_registers<T, VEC, K>(x + row * cols, y + row * cols, cols, threadIdx.x, kBlockKernelThreads, scratch,
+                                      false);
+}
+
+// ---- streaming rows: a cluster of C blocks per row (C = 1 is a plain block per row) ----
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kClusterKernelThreads) softmax_cluster_kernel(const T* __restrict__ x,
+                                                                                T* __restrict__ y, int64_t cols) {
+  __shared__ MaxSum scratch[33];
+  __shared__ MaxSum partial;  // this block's pair, read by the other blocks of the cluster
+  __shared__ MaxSum total;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int csize = static_cast<int>(cluster.num_blocks());
+  const int crank = static_cast<int>(cluster.block_rank());
+  const int64_t row = blockIdx.x / csize;
+  const T* __restrict__ xr = x + row * cols;
+  T* __restrict__ yr = y + row * cols;
+  const int shift = row_shift<T, VEC>(xr);
+  const int64_t nv = (shift + cols + VEC - 1) / VEC;
+  const int64_t per = (nv + csize - 1) / csize;
+  const int64_t jbeg = crank * per;
+  const int64_t jend = jbeg + per < nv ? jbeg + per : nv;
+  constexpr int kStep = kClusterKernelThreads * kClusterUnroll;
+
+  // Phase 1: online (max, sum of exp) over this block's slice, kClusterUnroll vectors in flight.
+  MaxSum acc{-INFINITY, 0.0f};
+  for (int64_t j0 = jbeg + threadIdx.x; j0 < jend; j0 += kStep) {
+    float v[kClusterUnroll][VEC];
+#pragma unroll
+    for (int u = 0; u < kClusterUnroll; ++u) {
+      const int64_t j = j0 + static_cast<int64_t>(u) * kClusterKernelThreads;
+      if (j < jend) {
+        load_slot<T, VEC>(xr, j * VEC - shift, cols, v[u]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[u][e] = -INFINITY;
+      }
+    }
+    float m = acc.m;
+#pragma unroll
+    for (int u = 0; u < kClusterUnroll; ++u)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) m = fmaxf(m, v[u][e]);
+    float s = acc.s * rescale(acc.m, m);
+#pragma unroll
+    for (int u = 0; u < kClusterUnroll; ++u)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s += exp_shift(v[u][e], m);
+    acc = {m, s};
+  }
+  const MaxSum blk = block_reduce(acc, scratch);
+
+  if (csize > 1) {
+    if (threadIdx.x == 0) partial = blk;
+    cluster.sync();  // every block's `partial` is written and visible cluster-wide
+    if (threadIdx.x < 32) {
+      MaxSum p = static_cast<int>(threadIdx.x) < csize ? *cluster.map_shared_rank(&partial, threadIdx.x)
+                                                        : MaxSum{-INFINITY, 0.0f};
+      p = warp_reduce(p);
+      if (threadIdx.x == 0) total = p;
+    }
+    cluster.barrier_arrive();  // done reading the others' shared memory; waited for before exit
+    __syncthreads();
+  }
+  const MaxSum row_total = csize > 1 ? total : blk;
+  const float M = row_total.m;
+  const float inv = 1.0f / row_total.s;
+
+  // Phase 2: write exp(x - M) / S over the slice (a re-read, mostly from L2).
+  for (int64_t j0 = jbeg + threadIdx.x; j0 < jend; j0 += kStep) {
+    float v[kClusterUnroll][VEC];
+#pragma unroll
+    for (int u = 0; u < kClusterUnroll; ++u) {
+      const int64_t j = j0 + static_cast<int64_t>(u) * kClusterKernelThreads;
+      if (j < jend) load_slot<T, VEC>(xr, j * VEC - shift, cols, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kClusterUnroll; ++u) {
+      const int64_t j = j0 + static_cast<int64_t>(u) * kClusterKernelThreads;
+      if (j < jend) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[u][e] = exp_shift(v[u][e], M) * inv;
+        store_slot<T, VEC>(yr, j * VEC - shift, cols, v[u]);
+      }
+    }
+  }
+  if (csize > 1) cluster.barrier_wait();  // keep `partial` alive until every block has read it
+}
+
+// ---- host-side dispatch (plain CUDA) ----
+inline int sm_count() {
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  return sms > 0 ? sms : 1;
+}
+
+inline int64_t next_pow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// Largest cluster size (16, 8, 4, 2) of which `rows` clusters can be resident at once, capped so
+// that rows * C stays within about two blocks per multiprocessor; 1 when rows alone fill the GPU.
+template <typename T, int VEC>
+int pick_cluster(int64_t rows, int sms) {
+  auto kernel = softmax_cluster_kernel<T, VEC>;
+  static int max_active[17] = {};  // per instantiation: resident clusters for C = 2, 4, 8, 16 (-1: unsupported)
+  static bool probed = false;
+  if (!probed) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    for (int c = 2; c <= 16; c *= 2) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(c, 1, 1);
+      cfg.blockDim = dim3(kClusterKernelThreads, 1, 1);
+      cudaLaunchAttribute attr;
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = c;
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = 1;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int n = 0;
+      max_active[c] = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) == cudaSuccess ? n : -1;
+    }
+    cudaGetLastError();  // clear anything the probing left behind
+    probed = true;
+  }
+  for (int c = 16; c >= 2; c /= 2) {
+    if (rows * c <= 2 * static_cast<int64_t>(sms) && max_active[c] >= rows) return c;
+  }
+  return 1;
+}
+
+template <typename T, int VEC>
+cudaError_t launch_cluster(const T* x, T* y, int64_t rows, int64_t cols, int csize, cudaStream_t stream) {
+  if (rows * csize > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(rows * csize), 1, 1);
+  cfg.blockDim = dim3(kClusterKernelThreads, 1, 1);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = csize;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, softmax_cluster_kernel<T, VEC>, x, y, cols);
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+template <typename T, int VEC, int K>
+cudaError_t launch_warp(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  constexpr int kRowsPerBlock = kWarpKernelThreads / 32;
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  softmax_warp_kernel<T, VEC, K><<<static_cast<unsigned>(blocks), kWarpKernelThreads, 0, stream>>>(x, y, rows, cols);
+  return cudaGetLastError();
+}
+
+template <typename T, int VEC, int K>
+cudaError_t launch_block(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  softmax_block_kernel<T, VEC, K><<<static_cast<unsigned>(rows), kBlockKernelThreads, 0, stream>>>(x, y, cols);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const void* xp, void* yp, int64_t rows, int64_t cols, Path path, int cluster,
+                         cudaStream_t stream) {
+  const T* x = static_cast<const T*>(xp);
+  T* y = static_cast<T*>(yp);
+  constexpr int kVec = 16 / sizeof(T);
+  const int sms = sm_count();
+  const auto xa = reinterpret_cast<std::uintptr_t>(x) % 16;
+  const auto ya = reinterpret_cast<std::uintptr_t>(y) % 16;
+  if (xa != ya) {  // input and output rows misaligned differently: scalar slots, streaming kernel
+    const int c = cluster > 0 ? cluster : pick_cluster<T, 1>(rows, sms);
+    return launch_cluster<T, 1>(x, y, rows, cols, c, stream);
+  }
+  // Vector slots per row; one more when rows can start off a 16-byte boundary.
+  const bool aligned_rows = xa == 0 && (cols * static_cast<int64_t>(sizeof(T))) % 16 == 0;
+  const int64_t nv = aligned_rows ? cols / kVec : (cols + 2 * kVec - 2) / kVec;
+  if (path == Path::kAuto) path = nv <= 32 * 8 ? Path::kWarp : nv <= kBlockKernelThreads * 8 ? Path::kBlock : Path::kCluster;
+  if (path == Path::kWarp) {
+    if (nv > 32 * 8) return cudaErrorInvalidValue;
+    switch (next_pow2((nv + 31) / 32)) {
+      case 1: return launch_warp<T, kVec, 1>(x, y, rows, cols, stream);
+      case 2: return launch_warp<T, kVec, 2>(x, y, rows, cols, stream);
+      case 4: return launch_warp<T, kVec, 4>(x, y, rows, cols, stream);
+      default: return launch_warp<T, kVec, 8>(x, y, rows, cols, stream);
+    }
+  }
+  if (path == Path::kBlock) {
+    if (nv > kBlockKernelThreads * 8) return cudaErrorInvalidValue;
+    switch (next_pow2((nv + kBlockKernelThreads - 1) / kBlockKernelThreads)) {
+      case 1: return launch_block<T, kVec, 1>(x, y, rows, cols, stream);
+      case 2: return launch_block<T, kVec, 2>(x, y, rows, cols, stream);
+      case 4: return launch_block<T, kVec, 4>(x, y, rows, cols, stream);
+      default: return launch_block<T, kVec, 8>(x, y, rows, cols, stream);
+    }
+  }
+  const int c = cluster > 0 ? cluster : pick_cluster<T, kVec>(rows, sms);
+  return launch_cluster<T, kVec>(x, y, rows, cols, c, stream);
+}
+
+// The one entry point the wrapper calls; instantiates every kernel in both compiler passes.
+// path: 0 auto, 1 warp, 2 block, 3 cluster; cluster: blocks per row for the cluster kernel (0: auto).
+cudaError_t launch(DType dtype, const void* x, void* y, int64_t rows, int64_t cols, int path, int cluster,
+                   cudaStream_t stream) {
+  const Path p = static_cast<Path>(path);
+  switch (dtype) {
+    case DType::kFloat32: return launch_typed<float>(x, y, rows, cols, p, cluster, stream);
+    case DType::kBFloat16: return launch_typed<__nv_bfloat16>(x, y, rows, cols, p, cluster, stream);
+    case DType::kFloat16: return launch_typed<__half>(x, y, rows, cols, p, cluster, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace gpuperf_softmax
+
+#ifndef __CUDA_ARCH__  // host pass only: torch and pybind11
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/utils/pybind.h>
+
+namespace gpuperf_softmax {
+
+at::Tensor softmax(const at::Tensor& x, int64_t path, int64_t cluster) {
+  TORCH_CHECK(x.is_cuda(), "expected a CUDA tensor, got one on ", x.device());
+  TORCH_CHECK(x.dim() >= 1, "softmax needs at least one dimension");
+  TORCH_CHECK(path >= 0 && path <= 3, "path must be 0 (auto), 1 (warp), 2 (block) or 3 (cluster)");
+  TORCH_CHECK(cluster == 0 || cluster == 1 || cluster == 2 || cluster == 4 || cluster == 8 || cluster == 16,
+              "cluster must be 0 (auto), 1, 2, 4, 8 or 16");
+  DType dtype;
+  switch (x.scalar_type()) {
+    case at::kFloat: dtype = DType::kFloat32; break;
+    case at::kBFloat16: dtype = DType::kBFloat16; break;
+    case at::kHalf: dtype = DType::kFloat16; break;
+    default: TORCH_CHECK(false, "unsupported dtype ", x.scalar_type());
+  }
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor in = x.contiguous();
+  at::Tensor out = at::empty_like(in, at::MemoryFormat::Contiguous);
+  const int64_t cols = in.size(-1);
+  if (in.numel() == 0) return out;
+  const int64_t rows = in.numel() / cols;
+  const cudaError_t err = launch(dtype, in.data_ptr(), out.data_ptr(), rows, cols, static_cast<int>(path),
+                                 static_cast<int>(cluster), c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, "softmax kernel launch failed: ", cudaGetErrorString(err));
+  return out;
+}
+
+}  // namespace gpuperf_softmax
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  namespace py = pybind11;
+  m.def("softmax", &gpuperf_softmax::softmax, "softmax over the last dimension (fp32 math)", py::arg("x"),
+        py::arg("path") = 0, py::arg("cluster") = 0);
+}
+#endif  // __CUDA_ARCH__

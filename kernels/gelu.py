@@ -1,0 +1,153 @@
+"""GeLU in both forms torch offers, in five implementations.
+
+- approximate="tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (F.gelu(approximate="tanh"))
+- approximate="erf":  0.5 x (1 + erf(x / sqrt(2)))                       (F.gelu(), the exact form)
+
+Every implementation is `fn(x, approximate="tanh")`, so IMPLS stays name -> callable and a perf
+test passes the form as a keyword. Any shape; float32, bfloat16 or float16; bf16/fp16 math in fp32.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from kernels import cuda_ext
+
+APPROXIMATIONS = ("tanh", "erf")
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_SQRT_HALF = math.sqrt(0.5)
+
+
+def _check(approximate: str) -> None:
+    if approximate not in APPROXIMATIONS:
+        raise ValueError(f"approximate must be one of {APPROXIMATIONS}, got {approximate!r}")
+
+
+def reference(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
+    """GeLU in float64, straight from the defining formula."""
+    _check(approximate)
+    x = x.double()
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + torch.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + torch.erf(x * _SQRT_HALF))
+
+
+def make_inputs(shape, dtype: torch.dtype, device, seed: int = 0) -> tuple[torch.Tensor]:
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return (torch.randn(tuple(shape), generator=gen, device=device, dtype=dtype),)
+
+
+def cost(shape, dtype: torch.dtype, approximate: str = "tanh") -> tuple[int, int]:
+    """(bytes, flops): the input read once, the output written once. Flops per element, a
+    transcendental counted as one: tanh form 9 (x^3 two, *0.044715, +x, *sqrt(2/pi), tanh, +1,
+    *0.5, *x); erf form 5 (/sqrt(2), erf, +1, *0.5, *x)."""
+    _check(approximate)
+    n = math.prod(shape)
+    return 2 * n * torch.empty((), dtype=dtype).element_size(), (9 if approximate == "tanh" else 5) * n
+
+
+# --- torch_manual: elementary ops, as written without knowing F.gelu -------------------------
+def torch_manual(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
+    _check(approximate)
+    xf = x.float()  # fp32 math for bf16/fp16, one rounding at the end
+    if approximate == "tanh":
+        y = 0.5 * xf * (1.0 + torch.tanh(_SQRT_2_OVER_PI * (xf + 0.044715 * torch.pow(xf, 3))))
+    else:
+        y = 0.5 * xf * (1.0 + torch.erf(xf * _SQRT_HALF))
+    return y.to(x.dtype)
+
+
+def torch_builtin(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
+    _check(approximate)
+    return F.gelu(x, approximate="tanh" if approximate == "tanh" else "none")
+
+
+@functools.cache
+def _compiled_fn() -> Callable:
+    """torch.compile(torch_manual), built on first use. Static shapes (dynamic=False): each shape
+    gets the kernel Inductor would generate for it alone; the recompile limit is raised so that the
+    suite's shapes x dtypes never fall back to eager silently."""
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, limit, max(getattr(config, limit), 64))
+    return torch.compile(torch_manual, dynamic=False)
+
+
+def compiled(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
+    return _compiled_fn()(x, approximate)
+
+
+# --- triton ------------------------------------------------------------------------------------
+@triton.jit
+def _gelu_f32(x, TANH: tl.constexpr):
+    if TANH:
+        # 0.5 x (1 + tanh(u)) == x * sigmoid(2u): no cancellation for x << 0, and one exp.
+        u2 = 1.5957691216057308 * (x + 0.044715 * x * x * x)
+        return x / (1.0 + tl.exp(-u2))
+    else:
+        return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def _gelu_kernel(x_ptr, y_ptr, n, TANH: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
+                 INT64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    start = pid * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    if EVEN:  # every block full: no masks, 16-byte vector accesses
+        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+        tl.store(y_ptr + offs, _gelu_f32(x, TANH).to(y_ptr.dtype.element_ty))
+    elif start + BLOCK <= n:  # full block of a ragged tensor: still unmasked
+        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+        tl.store(y_ptr + offs, _gelu_f32(x, TANH).to(y_ptr.dtype.element_ty))
+    else:  # the one partial block
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+        tl.store(y_ptr + offs, _gelu_f32(x, TANH).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def elementwise_config(n: int, element_size: int) -> tuple[int, int]:
+    """(BLOCK, num_warps): 32 KiB of input per program (8 KiB for tiny tensors), 8 warps."""
+    block = 32768 // element_size if n * element_size >= (1 << 22) else 8192 // element_size
+    return block, 8
+
+
+def triton_gelu(x: torch.Tensor, approximate: str = "tanh", *, block: int | None = None,
+                num_warps: int | None = None) -> torch.Tensor:
+    _check(approximate)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n = x.numel()
+    if n == 0:
+        return y
+    dblock, dwarps = elementwise_config(n, x.element_size())
+    block, num_warps = block or dblock, num_warps or dwarps
+    grid = (triton.cdiv(n, block),)
+    _gelu_kernel[grid](x, y, n, TANH=approximate == "tanh", BLOCK=block, EVEN=n % block == 0,
+                       INT64=n + block >= 2**31, num_warps=num_warps)
+    return y
+
+
+# --- CUDA C++ ----------------------------------------------------------------------------------
+def cuda_gelu(x: torch.Tensor, approximate: str = "tanh", *, unroll: int = 4) -> torch.Tensor:
+    _check(approximate)
+    return cuda_ext.load("elementwise").gelu(x, approximate, unroll)
+
+
+IMPLS: dict[str, Callable[..., torch.Tensor]] = {
+    "torch_manual": torch_manual,
+    "torch": torch_builtin,
+    "compiled": compiled,
+    "triton": triton_gelu,
+    "cuda": cuda_gelu,
+}

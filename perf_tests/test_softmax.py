@@ -1,0 +1,89 @@
+"""Row-wise softmax: every impl of kernels/softmax.py by dtype and size.
+
+Sizes: 64x64 (launch-bound), 4096x4096 (mid), 16384x16384 (large: the bandwidth figure),
+1000x1001 (odd rows: no row is 16-byte aligned), 1x(2^20+7) and 4x262144 (long rows: Triton's
+split-row kernel, CUDA's cluster-per-row kernel), and 3x20000 (rows longer than one Triton block,
+small enough for the interpreter). Every case checks against the float64 reference. On CPU (no
+CUDA): the torch impls up to 2^20 elements, Triton under TRITON_INTERPRET=1 up to 2^16 (where the
+long-row kernel runs unsplit: split programs wait for each other, which the sequential interpreter
+cannot do), CUDA C++ skipped (conftest.require).
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import require
+
+from kernels import softmax
+
+DTYPES = ["float32", "bfloat16", "float16"]
+SIZES = [(64, 64), (4096, 4096), (16384, 16384), (1000, 1001), (1, 2**20 + 7), (4, 262144), (3, 20000)]
+SMOKE = {("triton", "float32", (3, 20000)), ("triton", "bfloat16", (64, 64))}
+
+
+def _size_id(shape) -> str:
+    return "x".join(map(str, shape))
+
+
+def _cases():
+    for impl in softmax.IMPLS:
+        for dtype in DTYPES:
+            for shape in SIZES:
+                marks = [pytest.mark.smoke] if (impl, dtype, shape) in SMOKE else []
+                yield pytest.param(impl, dtype, shape, marks=marks, id=f"{impl}-{dtype}-{_size_id(shape)}")
+
+
+@pytest.mark.parametrize("impl,dtype,shape", list(_cases()))
+def test_softmax(impl, dtype, shape, device, gpu_benchmark, gpu_assert_close):
+    require(impl, math.prod(shape))
+    dt = getattr(torch, dtype)
+    (x,) = softmax.make_inputs(shape, dt, device)
+    nbytes, flops = softmax.cost(shape, dt)
+    out = gpu_benchmark(softmax.IMPLS[impl], x, bytes=nbytes, flops=flops)
+    gpu_assert_close(out, softmax.reference(x))
+
+
+# ---- NaN and Inf follow the reference -------------------------------------------------------------
+# (numpy, under the Triton interpreter, warns about the inf - inf and 0 * inf these produce on purpose)
+_quiet_numpy = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+
+@_quiet_numpy
+@pytest.mark.parametrize("shape", [(6, 1001), (6, 20000)], ids=_size_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("impl", list(softmax.IMPLS))
+def test_softmax_nonfinite(impl, dtype, shape, device, gpu_assert_close):
+    """Row 0 has a NaN, row 1 a +inf (both rows NaN), row 2 a -inf (exp gives 0 there), row 3 is
+    all -inf (NaN, as x - max(x) = -inf - -inf), rows 4-5 are finite. 6x20000 is a long-row case."""
+    require(impl, math.prod(shape))
+    (x,) = softmax.make_inputs(shape, getattr(torch, dtype), device, seed=5)
+    cols = shape[1]
+    x[0, cols // 3] = float("nan")
+    x[1, cols - 1] = float("inf")
+    x[2, 0] = float("-inf")
+    x[3, :] = float("-inf")
+    ref = softmax.reference(x)
+    assert ref[:2].isnan().all() and ref[3].isnan().all() and ref[2, 0] == 0 and ref[4:].isfinite().all()
+    gpu_assert_close(softmax.IMPLS[impl](x), ref)
+
+
+# ---- what runs on the device ------------------------------------------------------------------------
+PROFILE_SHAPES = [(1000, 1001), (16384, 16384), (4, 262144)]  # warp/row kernel, block kernel, long rows
+
+
+@pytest.mark.parametrize("shape", PROFILE_SHAPES, ids=_size_id)
+@pytest.mark.parametrize("impl", ["triton", "cuda"])
+def test_softmax_fused_is_one_launch(impl, shape, device, gpu_profile):
+    """One kernel for every row length, long rows split over many programs/blocks included."""
+    (x,) = softmax.make_inputs(shape, torch.bfloat16, device)
+    prof = gpu_profile(softmax.IMPLS[impl], x)
+    assert prof.launches == 1, prof.table()
+
+
+def test_softmax_manual_launches_several(device, gpu_profile):
+    """max, subtract, exp, sum, divide: one kernel each (the reductions may take more)."""
+    (x,) = softmax.make_inputs((1000, 1001), torch.float32, device)
+    prof = gpu_profile(softmax.IMPLS["torch_manual"], x)
+    assert prof.launches >= 4, prof.table()
