@@ -105,9 +105,19 @@ def relative_halfwidth(record: dict) -> float:
     return Z * MEDIAN_SE_FACTOR * noise / math.sqrt(max(samples, 1.0))
 
 
+def clock_change(base: dict, now: dict) -> float:
+    """|relative SM clock change| between the two runs (0 when either is unknown).
+
+    A compute-bound kernel's time follows the SM clock, which power management moves by 10% and more
+    between runs (bf16 matmul on an H100: 1380-1680 MHz under the power cap); a change that the clock
+    change can explain is not evidence of a regression."""
+    b, n = _num(base.get("sm_clock_mhz")), _num(now.get("sm_clock_mhz"))
+    return abs(n / b - 1.0) if b and n and b > 0 else 0.0
+
+
 def noise_bound(base: dict, now: dict) -> float:
-    """The relative change that the noise of both sides (plus run-to-run drift) can explain."""
-    return math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + NOISE_FLOOR
+    """The relative change that the noise of both sides, run-to-run drift and clocks can explain."""
+    return math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + NOISE_FLOOR + clock_change(base, now)
 
 
 def fmt_ms(ms: float | None) -> str:

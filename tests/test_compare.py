@@ -176,3 +176,12 @@ def test_simulated_false_alarms_and_detection(noise, drift, at_threshold):
     assert alarms <= trials // 100
     assert caught_at_threshold >= at_threshold * trials
     assert caught == trials
+
+
+def test_a_slowdown_the_sm_clock_explains_is_not_slower():
+    base = dict(rec(1.0), sm_clock_mhz=1665)
+    throttled = dict(rec(1.10), sm_clock_mhz=1470)  # 10% slower at a 12% lower clock
+    v = judge(base, throttled, 0.05)
+    assert v.time == "unsure" and not is_regression(v)
+    assert "SM clock 1665 -> 1470 MHz" in v.message
+    assert judge(base, dict(rec(1.10), sm_clock_mhz=1660), 0.05).time == "slower"
