@@ -12,7 +12,10 @@ on the one pair (conservative: a retry could only clear an alarm).
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import statistics
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,7 +36,7 @@ THRESHOLD = 0.05
 def _record(fn, config: TimingConfig) -> dict:
     m = measure(fn, config)
     return {"median_ms": m.stats.median_ms, "noise": m.stats.noise, "samples": m.stats.samples,
-            "ci_ms": list(m.stats.ci_ms)}
+            "ci_ms": list(m.stats.ci_ms), "sm_clock_mhz": m.sm_clock_mhz}
 
 
 def _judged(base: dict, make_now, threshold: float) -> str:
@@ -94,6 +97,9 @@ def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None
                     f"({', '.join(f'{v} {verdicts.count(v)}' for v in sorted(set(verdicts)))})")
     with capsys.disabled():
         print("\n" + "\n".join(rows))
+    if os.environ.get("GPUPERF_SELFCHECK_DIR"):  # raw records, to study the decision rule offline
+        path = Path(os.environ["GPUPERF_SELFCHECK_DIR"]) / f"gate-{request.node.callspec.id}.json"
+        path.write_text(json.dumps({"unchanged": unchanged, "caught": caught}))
     assert alarms <= len(pairs) // 100
     assert caught[0.05] >= 0.95 * TRIALS
     assert caught[0.10] == TRIALS and caught[0.20] == TRIALS
