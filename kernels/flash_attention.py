@@ -196,7 +196,8 @@ def _ensure_triton_allocator() -> None:
 # these loops on Hopper: the kernel compiles unchanged at 8 warps, and fails or spills at 4.)
 FWD_CONFIGS = [  # BLOCK_M, BLOCK_N, num_warps, num_stages
     (128, 128, 8, 3),
-    (128, 64, 8, 3),
+    (256, 64, 16, 2),
+    (256, 64, 16, 3),
     (64, 64, 4, 3),
 ]
 BWD_CONFIGS = [  # "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, num_stages
@@ -206,10 +207,12 @@ BWD_CONFIGS = [  # "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, n
 DKDV_CONFIGS = [  # "two", dK/dV launch: BLOCK_M1, BLOCK_N1, num_warps, num_stages
     (64, 128, 8, 3),
     (32, 128, 8, 3),
+    (64, 128, 8, 2),
 ]
 DQ_CONFIGS = [  # "two", dQ launch: BLOCK_M2, BLOCK_N2, num_warps, num_stages
     (128, 64, 8, 3),
     (128, 32, 8, 3),
+    (128, 64, 8, 2),
 ]
 BWD_ATOMIC_CONFIGS = [  # "atomic": BLOCK_M1, BLOCK_N1, num_warps, num_stages
     (32, 128, 8, 3),
@@ -410,10 +413,11 @@ def torch_manual(q, k, v, causal: bool = False) -> torch.Tensor:
 
 
 # Bytes per element of the (B, H, N, N) score matrix that torch_manual holds at its peak: forward
-# the float32 scores and probabilities (+ the input-dtype scores briefly); backward also the
-# saved probabilities in two dtypes, their gradients in two dtypes and the softmax backward's
-# temporaries. Estimates with some room; measured peaks on the H100 sit under them.
-MANUAL_BYTES_PER_SCORE = {"fwd": 10, "bwd": 22}
+# the float32 scores and probabilities plus the input-dtype scores briefly (measured on the H100 at
+# B1 H16 N4096 D128 bf16: 2.52 GiB = 10.1 bytes per score); backward, with the forward's saved
+# probabilities, their gradients and the softmax backward's temporaries (measured 4.06 GiB = 16.2
+# bytes per score). About 10% of room on top.
+MANUAL_BYTES_PER_SCORE = {"fwd": 11, "bwd": 18}
 
 
 def manual_memory_need(shape, direction: str = "fwd") -> int:
