@@ -124,6 +124,7 @@ class Settings:
         device = config.getoption("gpuperf_device")
         if device is not None and not str(device).isdigit():
             raise pytest.UsageError(f"--gpuperf-device: {device!r} is not a device index (0, 1, ...)")
+        budget = _parse(config, "gpuperf_budget", "gpuperf_budget", _positive_float)
         path = lambda opt: None if config.getoption(opt) is None else Path(config.getoption(opt))  # noqa: E731
         return cls(
             enabled=bool(config.getoption("gpuperf")),
@@ -131,7 +132,8 @@ class Settings:
             timing=TimingConfig(
                 cache=_parse(config, "gpuperf_cache", "gpuperf_cache", _cache_mode),
                 precision=_parse(config, "gpuperf_precision", "gpuperf_precision", compare.parse_threshold),
-                budget_s=_parse(config, "gpuperf_budget", "gpuperf_budget", _positive_float),
+                budget_s=budget,
+                batch_s=min(TimingConfig.batch_s, budget / 10),  # a small budget still sees several batches
             ),
             retries=_count(str(config.getini("gpuperf_retries"))),
             baseline_dir=root / base_text,
