@@ -1,4 +1,4 @@
-"""Triton kernels for FlashAttention (forward, backward preprocess, fused backward).
+"""Triton kernels for FlashAttention: forward, the backward's delta preprocess, and the backward.
 
 All tensors are contiguous (B, H, N, D); a program works on one (batch, head) slice, whose rows
 start at ``(b * H + h) * N * D``. The log-sum-exp is kept in base 2 (``m + log2(l)`` on scores
@@ -307,81 +307,3 @@ def attn_bwd_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA, qk_scale, sm_scale, N,
             _bwd_dq_program(Q + head, K + head, V + head, DO + head, DQ + head, LSE, DELTA,
                             pid_m * BLOCK_M2, qk_scale, sm_scale, N, HEAD_DIM, BLOCK_M2, BLOCK_N2, CAUSAL,
                             USE_TMA)
-
-
-# ----------------------------------------------------------------------------------------------
-# backward, one kind of program: dK, dV and dQ from the same P and dS (dQ summed with atomics)
-# ----------------------------------------------------------------------------------------------
-@triton.jit
-def _bwd_atomic_inner(dk, dv, k, v, Q, DO, DQ, desc_q, desc_do, desc_dq, LSE, DELTA, lo, hi, offs_n,
-                      qk_scale, sm_scale, N, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
-                      MASK: tl.constexpr, USE_TMA: tl.constexpr):
-    for start_m in tl.range(lo, hi, BLOCK_M):
-        start_m = tl.multiple_of(start_m, BLOCK_M)
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        q = _load_rows(Q, desc_q, start_m, N, BLOCK_M, HEAD_DIM, USE_TMA)
-        lse = tl.load(LSE + offs_m, mask=offs_m < N, other=float("inf"))
-        qkT = _dot(k, tl.trans(q))
-        pT = tl.math.exp2(qkT * qk_scale - lse[None, :])
-        if MASK:
-            pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
-        do = _load_rows(DO, desc_do, start_m, N, BLOCK_M, HEAD_DIM, USE_TMA)
-        dv = _dot(pT.to(do.dtype), do, dv)
-        delta = tl.load(DELTA + offs_m, mask=offs_m < N, other=0.0)
-        dpT = _dot(v, tl.trans(do))
-        dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
-        dk = _dot(dsT, q, dk)
-        dq = _dot(tl.trans(dsT), k) * sm_scale
-        if USE_TMA:
-            desc_dq.atomic_add([start_m, 0], dq)
-        else:
-            cols = tl.arange(0, HEAD_DIM)
-            tl.atomic_add(DQ + offs_m[:, None] * HEAD_DIM + cols[None, :], dq, mask=offs_m[:, None] < N)
-    return dk, dv
-
-
-@triton.jit
-def attn_bwd_atomic_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA, qk_scale, sm_scale, N,
-                           HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
-                           CAUSAL: tl.constexpr, USE_TMA: tl.constexpr):
-    """Each program owns a key block: dK, dV as in attn_bwd_kernel, and dS.K added into a float32,
-    zero-initialized DQ (TMA reduce-add on Hopper). Five matmuls per (query, key) block pair
-    instead of seven, at the price of float32 read-modify-writes of dQ in L2."""
-    tl.static_assert(BLOCK_N1 % BLOCK_M1 == 0)
-    off_hz = tl.program_id(1)
-    head = off_hz.to(tl.int64) * N * HEAD_DIM
-    Q += head
-    K += head
-    V += head
-    DO += head
-    DQ += head
-    DK += head
-    DV += head
-    LSE += off_hz.to(tl.int64) * N
-    DELTA += off_hz.to(tl.int64) * N
-    start_n = tl.program_id(0) * BLOCK_N1
-    offs_n = start_n + tl.arange(0, BLOCK_N1)
-    desc_k = _make_desc(K, N, BLOCK_N1, HEAD_DIM, USE_TMA)
-    desc_v = _make_desc(V, N, BLOCK_N1, HEAD_DIM, USE_TMA)
-    desc_q = _make_desc(Q, N, BLOCK_M1, HEAD_DIM, USE_TMA)
-    desc_do = _make_desc(DO, N, BLOCK_M1, HEAD_DIM, USE_TMA)
-    desc_dq = _make_desc(DQ, N, BLOCK_M1, HEAD_DIM, USE_TMA)
-    k = _load_rows(K, desc_k, start_n, N, BLOCK_N1, HEAD_DIM, USE_TMA)
-    v = _load_rows(V, desc_v, start_n, N, BLOCK_N1, HEAD_DIM, USE_TMA)
-    dk = tl.zeros([BLOCK_N1, HEAD_DIM], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N1, HEAD_DIM], dtype=tl.float32)
-    if CAUSAL:
-        diag_hi = tl.minimum(start_n + BLOCK_N1, N)
-        dk, dv = _bwd_atomic_inner(dk, dv, k, v, Q, DO, DQ, desc_q, desc_do, desc_dq, LSE, DELTA, start_n,
-                                   diag_hi, offs_n, qk_scale, sm_scale, N, BLOCK_M1, HEAD_DIM, True, USE_TMA)
-        dk, dv = _bwd_atomic_inner(dk, dv, k, v, Q, DO, DQ, desc_q, desc_do, desc_dq, LSE, DELTA,
-                                   start_n + BLOCK_N1, N, offs_n, qk_scale, sm_scale, N, BLOCK_M1, HEAD_DIM,
-                                   False, USE_TMA)
-    else:
-        dk, dv = _bwd_atomic_inner(dk, dv, k, v, Q, DO, DQ, desc_q, desc_do, desc_dq, LSE, DELTA, 0, N,
-                                   offs_n, qk_scale, sm_scale, N, BLOCK_M1, HEAD_DIM, False, USE_TMA)
-    dk = dk * sm_scale
-    _store_rows(DV, _make_desc(DV, N, BLOCK_N1, HEAD_DIM, USE_TMA), start_n, N,
-                dv.to(DV.dtype.element_ty), BLOCK_N1, HEAD_DIM, USE_TMA)
-    _store_rows(DK, _make_desc(DK, N, BLOCK_N1, HEAD_DIM, USE_TMA), start_n, N,
-                dk.to(DK.dtype.element_ty), BLOCK_N1, HEAD_DIM, USE_TMA)

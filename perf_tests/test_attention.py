@@ -119,9 +119,6 @@ def _config_cases():
         cfg = {"dkdv": dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=64, BLOCK_N2=64, num_warps=w1, num_stages=s1),
                "dq": dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=m2, BLOCK_N2=n2, num_warps=w2, num_stages=s2)}
         yield pytest.param("two", cfg, id=f"two-{m1}x{n1}-w{w1}-s{s1}-{m2}x{n2}-w{w2}-s{s2}")
-    for m1, n1, w, s in fa.BWD_ATOMIC_CONFIGS:
-        yield pytest.param("atomic", dict(BLOCK_M1=m1, BLOCK_N1=n1, num_warps=w, num_stages=s),
-                           id=f"atomic-{m1}x{n1}-w{w}-s{s}")
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
@@ -255,6 +252,6 @@ def test_triton_launches(direction, gpu_profile):
     else:
         dout = torch.randn_like(out)
         prof = gpu_profile(torch.autograd.grad, out, (q, k, v), dout, retain_graph=True)
-        expected = {"split": 1, "two": 2, "atomic": 1}[fa.BWD_VARIANT]
+        expected = {"split": 1, "two": 2}[fa.BWD_VARIANT]
         assert len(prof.find("attn_bwd_delta_kernel")) == 1, prof.kernels
-        assert sum(k_.calls for k_ in prof.find(r"attn_bwd(_atomic)?_kernel")) == expected, prof.kernels
+        assert sum(k_.calls for k_ in prof.find(r"attn_bwd_kernel")) == expected, prof.kernels
