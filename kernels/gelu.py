@@ -116,8 +116,13 @@ def _gelu_kernel(x_ptr, y_ptr, n, TANH: tl.constexpr, BLOCK: tl.constexpr, EVEN:
         tl.store(y_ptr + offs, _gelu_f32(x, TANH).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def elementwise_config(n: int, element_size: int) -> tuple[int, int]:
-    """(BLOCK, num_warps): 32 KiB of input per program (8 KiB for tiny tensors), 8 warps."""
+def elementwise_config(n: int, element_size: int, approximate: str = "tanh") -> tuple[int, int]:
+    """(BLOCK, num_warps): 32 KiB of input per program (8 KiB for tiny tensors), 8 warps; but the
+    erf form in 16-bit dtypes, where erf's arithmetic is what limits, 4096 elements on 4 warps
+    (32 per thread): on the H100 at 16384^2 bf16 that took 0.386 ms against 0.414 ms for 64 per
+    thread (bigger blocks were slower still)."""
+    if approximate == "erf" and element_size == 2:
+        return 4096, 4
     block = 32768 // element_size if n * element_size >= (1 << 22) else 8192 // element_size
     return block, 8
 
@@ -130,7 +135,7 @@ def triton_gelu(x: torch.Tensor, approximate: str = "tanh", *, block: int | None
     n = x.numel()
     if n == 0:
         return y
-    dblock, dwarps = elementwise_config(n, x.element_size())
+    dblock, dwarps = elementwise_config(n, x.element_size(), approximate)
     block, num_warps = block or dblock, num_warps or dwarps
     grid = (triton.cdiv(n, block),)
     _gelu_kernel[grid](x, y, n, TANH=approximate == "tanh", BLOCK=block, EVEN=n % block == 0,

@@ -246,6 +246,8 @@ def long_config(rows: int, cols: int, sms: int, interpreting: bool) -> dict:
 
 
 def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
+    """`config` (for tuning and tests) replaces the chosen launch parameters: a rows_config() or
+    long_config() dict; with "kernel": "long" a long_config() applies to rows of any length."""
     x = x.contiguous()
     y = torch.empty_like(x)
     if x.numel() == 0:
@@ -253,7 +255,8 @@ def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tens
     cols = x.shape[-1]
     rows = x.numel() // cols
     sms = _num_sms(x.device)
-    if cols <= MAX_ROW_BLOCK:
+    kernel = (config or {}).get("kernel", "rows" if cols <= MAX_ROW_BLOCK else "long")
+    if kernel == "rows":
         cfg = config or rows_config(rows, cols, sms)
         _softmax_rows_kernel[(cfg["programs"],)](
             x, y, rows, cols, cfg["programs"], BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],

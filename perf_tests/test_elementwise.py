@@ -105,12 +105,19 @@ def test_gelu_nonfinite(approx, impl, dtype, device, request, gpu_assert_close):
     gpu_assert_close(gelu.IMPLS[impl](x, approximate=approx), gelu.reference(x, approx))
 
 
+def _needs_gpu(device: str) -> None:
+    """gpu_profile skips without CUDA anyway; skipping first spares building large CPU inputs."""
+    if device != "cuda":
+        pytest.skip("launch counts need a CUDA device")
+
+
 # ---- what runs on the device ------------------------------------------------------------------------
 PROFILE_SHAPE = (1000, 1001)  # odd size: the tail handling must not cost a second launch
 
 
 @pytest.mark.parametrize("impl", ["triton", "cuda"])
 def test_elu_fused_is_one_launch(impl, device, gpu_profile):
+    _needs_gpu(device)
     (x,) = elu.make_inputs(PROFILE_SHAPE, torch.float32, device)
     prof = gpu_profile(elu.IMPLS[impl], x)
     assert prof.launches == 1, prof.table()
@@ -119,6 +126,7 @@ def test_elu_fused_is_one_launch(impl, device, gpu_profile):
 @pytest.mark.parametrize("approx", gelu.APPROXIMATIONS)
 @pytest.mark.parametrize("impl", ["triton", "cuda"])
 def test_gelu_fused_is_one_launch(impl, approx, device, gpu_profile):
+    _needs_gpu(device)
     (x,) = gelu.make_inputs(PROFILE_SHAPE, torch.bfloat16, device)
     prof = gpu_profile(gelu.IMPLS[impl], x, approximate=approx)
     assert prof.launches == 1, prof.table()
@@ -126,6 +134,7 @@ def test_gelu_fused_is_one_launch(impl, approx, device, gpu_profile):
 
 def test_elu_manual_launches_several(device, gpu_profile):
     """where(x > 0, x, exp(x) - 1): one kernel per op (compare, exp, subtract, where; more with casts)."""
+    _needs_gpu(device)
     (x,) = elu.make_inputs(PROFILE_SHAPE, torch.float32, device)
     prof = gpu_profile(elu.IMPLS["torch_manual"], x)
     assert prof.launches >= 3, prof.table()
@@ -134,6 +143,7 @@ def test_elu_manual_launches_several(device, gpu_profile):
 @pytest.mark.parametrize("approx", gelu.APPROXIMATIONS)
 def test_gelu_manual_launches_several(approx, device, gpu_profile):
     """tanh form: pow, mul, add, mul, tanh, add, mul, mul; erf form: mul, erf, add, mul, mul."""
+    _needs_gpu(device)
     (x,) = gelu.make_inputs(PROFILE_SHAPE, torch.float32, device)
     prof = gpu_profile(gelu.IMPLS["torch_manual"], x, approximate=approx)
     assert prof.launches >= (6 if approx == "tanh" else 4), prof.table()

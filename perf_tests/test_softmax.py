@@ -69,6 +69,32 @@ def test_softmax_nonfinite(impl, dtype, shape, device, gpu_assert_close):
     gpu_assert_close(softmax.IMPLS[impl](x), ref)
 
 
+# ---- forced Triton configs: the paths the default dispatch does not take at small sizes -----------
+def _forced_configs():
+    rows, cols = 9, 1000
+    persistent = softmax.rows_config(rows, cols, sms=1, programs_per_sm=2)  # 2 programs, BLOCK_M 4: 2 steps each
+    yield pytest.param(persistent, id="rows-persistent")
+    yield pytest.param(dict(softmax.rows_config(rows, cols, sms=1), BLOCK_M=1), id="rows-one-row-per-program")
+    yield pytest.param(dict(kernel="long", splits=1, slice_len=cols, tiles=4, block=256, num_warps=4),
+                       id="long-unsplit-4-tiles")
+    yield pytest.param(dict(kernel="long", splits=1, slice_len=cols, tiles=1, block=1024, num_warps=4),
+                       id="long-unsplit-1-tile")
+
+
+@_quiet_numpy  # rows past the end are all -inf (masked, never stored)
+@pytest.mark.parametrize("config", list(_forced_configs()))
+def test_triton_forced_config(config, device, gpu_assert_close):
+    require("triton", 9 * 1000)
+    (x,) = softmax.make_inputs((9, 1000), torch.float32, device, seed=7)
+    gpu_assert_close(softmax.triton_softmax(x, config=config), softmax.reference(x))
+
+
+def _needs_gpu(device: str) -> None:
+    """gpu_profile skips without CUDA anyway; skipping first spares building large CPU inputs."""
+    if device != "cuda":
+        pytest.skip("launch counts need a CUDA device")
+
+
 # ---- what runs on the device ------------------------------------------------------------------------
 PROFILE_SHAPES = [(1000, 1001), (16384, 16384), (4, 262144)]  # warp/row kernel, block kernel, long rows
 
@@ -77,6 +103,7 @@ PROFILE_SHAPES = [(1000, 1001), (16384, 16384), (4, 262144)]  # warp/row kernel,
 @pytest.mark.parametrize("impl", ["triton", "cuda"])
 def test_softmax_fused_is_one_launch(impl, shape, device, gpu_profile):
     """One kernel for every row length, long rows split over many programs/blocks included."""
+    _needs_gpu(device)
     (x,) = softmax.make_inputs(shape, torch.bfloat16, device)
     prof = gpu_profile(softmax.IMPLS[impl], x)
     assert prof.launches == 1, prof.table()
@@ -84,6 +111,7 @@ def test_softmax_fused_is_one_launch(impl, shape, device, gpu_profile):
 
 def test_softmax_manual_launches_several(device, gpu_profile):
     """max, subtract, exp, sum, divide: one kernel each (the reductions may take more)."""
+    _needs_gpu(device)
     (x,) = softmax.make_inputs((1000, 1001), torch.float32, device)
     prof = gpu_profile(softmax.IMPLS["torch_manual"], x)
     assert prof.launches >= 4, prof.table()

@@ -1,13 +1,14 @@
 // Row-wise softmax over the last dimension, fp32 math for bf16/fp16, one launch for any shape.
 //
-// Three kernels, chosen on the host by row length (nv = 16-byte vectors per row):
+// Three kernels, chosen on the host by row length (nv = 16-byte vectors per row) and row count:
 //   warp    one warp per row, the row kept in registers (nv <= 256: fp32 rows up to ~1K, bf16 ~2K);
 //   block   one block of 512 threads per row, the row kept in registers (nv <= 4096: fp32 up to
 //           16K, bf16 up to 32K): one read and one write of every element;
 //   cluster a thread-block cluster of C blocks per row (Hopper; C = 1 when there are enough rows
 //           to fill the GPU): each block streams its slice with an online max/sum, the blocks
 //           combine their (max, sum) through distributed shared memory, then each block writes its
-//           slice (the second read of the slice mostly hits L2).
+//           slice (the second read of the slice mostly hits L2). Longer rows, and any row that
+//           is not short when there are fewer rows than half the SMs, take this one.
 // Every kernel keeps per-thread (max, sum-of-exp) pairs and combines them with warp shuffles: one
 // reduction, not two. Rows need not be 16-byte aligned (odd row lengths): vector slots that fall
 // outside the row are handled element by element. NaN/inf follow the float64 reference
@@ -22,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace gpuperf_softmax {
 
@@ -43,20 +45,93 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { re
 template <>
 __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
 
+// Element bits <-> float (host and device, so the packing below can be checked on a CPU).
+template <typename T>
+__host__ __device__ __forceinline__ float bits_to_float(unsigned bits);
+template <>
+__host__ __device__ __forceinline__ float bits_to_float<float>(unsigned bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+template <>
+__host__ __device__ __forceinline__ float bits_to_float<__nv_bfloat16>(unsigned bits) {
+  return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(bits)));
+}
+template <>
+__host__ __device__ __forceinline__ float bits_to_float<__half>(unsigned bits) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+}
+
+template <typename T>
+__host__ __device__ __forceinline__ unsigned float_to_bits(float v);
+template <>
+__host__ __device__ __forceinline__ unsigned float_to_bits<float>(float v) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(v);
+#else
+  unsigned bits;
+  memcpy(&bits, &v, sizeof bits);
+  return bits;
+#endif
+}
+template <>
+__host__ __device__ __forceinline__ unsigned float_to_bits<__nv_bfloat16>(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+template <>
+__host__ __device__ __forceinline__ unsigned float_to_bits<__half>(float v) {
+  return __half_as_ushort(__float2half_rn(v));
+}
+
+// A 16-byte slot as four 32-bit words <-> VEC floats (element k of the slot sits at the lower
+// address, i.e. in the low half of its little-endian word). The slot moves as one uint4: copying a
+// struct of 8 bf16/half instead let nvcc split the access into eight 2-byte loads/stores (seen in
+// the PTX; the bf16 kernels then ran at ~60% of the fp32 ones' bandwidth).
 template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Pack {
-  T v[VEC];
-};
+__host__ __device__ __forceinline__ void unpack_words(const unsigned (&w)[4], float (&v)[VEC]) {
+  static_assert(VEC * sizeof(T) == 16, "a slot is 16 bytes");
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (sizeof(T) == 4) {
+      v[i] = bits_to_float<T>(w[i]);
+    } else {
+      v[2 * i] = bits_to_float<T>(w[i] & 0xffffu);
+      v[2 * i + 1] = bits_to_float<T>(w[i] >> 16);
+    }
+  }
+}
+
+template <typename T, int VEC>
+__host__ __device__ __forceinline__ void pack_words(const float (&v)[VEC], unsigned (&w)[4]) {
+  static_assert(VEC * sizeof(T) == 16, "a slot is 16 bytes");
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (sizeof(T) == 4) {
+      w[i] = float_to_bits<T>(v[i]);
+    } else {
+      w[i] = float_to_bits<T>(v[2 * i]) | (float_to_bits<T>(v[2 * i + 1]) << 16);
+    }
+  }
+}
 
 // Vector slot i0..i0+VEC-1 of a row (i0 may be negative: the slot before the row's first aligned
 // address). Slots wholly inside the row move as one 16-byte access; the others element by element,
-// reading -inf (which contributes exp(-inf) = 0) outside the row.
+// reading -inf (which contributes exp(-inf) = 0) outside the row. VEC == 1 is the scalar fallback.
 template <typename T, int VEC>
 __device__ __forceinline__ void load_slot(const T* __restrict__ row, int64_t i0, int64_t cols, float (&v)[VEC]) {
   if (i0 >= 0 && i0 + VEC <= cols) {
-    const Pack<T, VEC> p = *reinterpret_cast<const Pack<T, VEC>*>(row + i0);
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[e] = to_float(p.v[e]);
+    if constexpr (VEC == 1) {
+      v[0] = to_float(row[i0]);
+    } else {
+      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + i0));
+      const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+      unpack_words<T, VEC>(w, v);
+    }
   } else {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
@@ -69,10 +144,13 @@ __device__ __forceinline__ void load_slot(const T* __restrict__ row, int64_t i0,
 template <typename T, int VEC>
 __device__ __forceinline__ void store_slot(T* __restrict__ row, int64_t i0, int64_t cols, const float (&v)[VEC]) {
   if (i0 >= 0 && i0 + VEC <= cols) {
-    Pack<T, VEC> p;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) p.v[e] = from_float<T>(v[e]);
-    *reinterpret_cast<Pack<T, VEC>*>(row + i0) = p;
+    if constexpr (VEC == 1) {
+      row[i0] = from_float<T>(v[0]);
+    } else {
+      unsigned w[4];
+      pack_words<T, VEC>(v, w);
+      __stwb(reinterpret_cast<uint4*>(row + i0), make_uint4(w[0], w[1], w[2], w[3]));
+    }
   } else {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
@@ -293,14 +371,14 @@ inline int64_t next_pow2(int64_t v) {
   return p;
 }
 
-// Largest cluster size (16, 8, 4, 2) of which `rows` clusters can be resident at once, capped so
-// that rows * C stays within about two blocks per multiprocessor; 1 when rows alone fill the GPU.
+// Per instantiation, once: allow clusters of 16 (non-portable, Hopper has them) and record how
+// many clusters of 2, 4, 8, 16 blocks can be resident at once (-1: not launchable).
 template <typename T, int VEC>
-int pick_cluster(int64_t rows, int sms) {
-  auto kernel = softmax_cluster_kernel<T, VEC>;
-  static int max_active[17] = {};  // per instantiation: resident clusters for C = 2, 4, 8, 16 (-1: unsupported)
+const int* cluster_residency() {
+  static int max_active[17] = {};
   static bool probed = false;
   if (!probed) {
+    auto kernel = softmax_cluster_kernel<T, VEC>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     for (int c = 2; c <= 16; c *= 2) {
       cudaLaunchConfig_t cfg = {};
@@ -319,6 +397,14 @@ int pick_cluster(int64_t rows, int sms) {
     cudaGetLastError();  // clear anything the probing left behind
     probed = true;
   }
+  return max_active;
+}
+
+// Largest cluster size (16, 8, 4, 2) of which `rows` clusters can be resident at once, capped so
+// that rows * C stays within about two blocks per multiprocessor; 1 when rows alone fill the GPU.
+template <typename T, int VEC>
+int pick_cluster(int64_t rows, int sms) {
+  const int* max_active = cluster_residency<T, VEC>();
   for (int c = 16; c >= 2; c /= 2) {
     if (rows * c <= 2 * static_cast<int64_t>(sms) && max_active[c] >= rows) return c;
   }
@@ -328,6 +414,7 @@ int pick_cluster(int64_t rows, int sms) {
 template <typename T, int VEC>
 cudaError_t launch_cluster(const T* x, T* y, int64_t rows, int64_t cols, int csize, cudaStream_t stream) {
   if (rows * csize > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  cluster_residency<T, VEC>();  // sets the attribute that clusters of 16 need
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(rows * csize), 1, 1);
   cfg.blockDim = dim3(kClusterKernelThreads, 1, 1);
@@ -340,7 +427,8 @@ cudaError_t launch_cluster(const T* x, T* y, int64_t rows, int64_t cols, int csi
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   const cudaError_t err = cudaLaunchKernelEx(&cfg, softmax_cluster_kernel<T, VEC>, x, y, cols);
-  return err != cudaSuccess ? err : cudaGetLastError();
+  const cudaError_t last = cudaGetLastError();  // also clears a launch error, so torch does not meet it later
+  return err != cudaSuccess ? err : last;
 }
 
 template <typename T, int VEC, int K>
@@ -375,7 +463,15 @@ cudaError_t launch_typed(const void* xp, void* yp, int64_t rows, int64_t cols, P
   // Vector slots per row; one more when rows can start off a 16-byte boundary.
   const bool aligned_rows = xa == 0 && (cols * static_cast<int64_t>(sizeof(T))) % 16 == 0;
   const int64_t nv = aligned_rows ? cols / kVec : (cols + 2 * kVec - 2) / kVec;
-  if (path == Path::kAuto) path = nv <= 32 * 8 ? Path::kWarp : nv <= kBlockKernelThreads * 8 ? Path::kBlock : Path::kCluster;
+  if (path == Path::kAuto) {
+    // Short rows: a warp each. Few rows (fewer than half the SMs would get one): a cluster each,
+    // so the row is spread over up to 16 SMs. Otherwise a block each while the row fits in its
+    // registers, else the streaming kernel.
+    if (nv <= 32 * 8) path = Path::kWarp;
+    else if (2 * rows < sms) path = Path::kCluster;
+    else if (nv <= kBlockKernelThreads * 8) path = Path::kBlock;
+    else path = Path::kCluster;
+  }
   if (path == Path::kWarp) {
     if (nv > 32 * 8) return cudaErrorInvalidValue;
     switch (next_pow2((nv + 31) / 32)) {
@@ -413,7 +509,7 @@ cudaError_t launch(DType dtype, const void* x, void* y, int64_t rows, int64_t co
 
 }  // namespace gpuperf_softmax
 
-#ifndef __CUDA_ARCH__  // host pass only: torch and pybind11
+#if !defined(__CUDA_ARCH__) && !defined(GPUPERF_KERNELS_ONLY)  // host pass only: torch and pybind11
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -454,4 +550,4 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("softmax", &gpuperf_softmax::softmax, "softmax over the last dimension (fp32 math)", py::arg("x"),
         py::arg("path") = 0, py::arg("cluster") = 0);
 }
-#endif  // __CUDA_ARCH__
+#endif  // !__CUDA_ARCH__ && !GPUPERF_KERNELS_ONLY
