@@ -38,6 +38,26 @@ def device() -> str:
     return DEVICE
 
 
+# Fused implementations are timed in every dtype; the others in the two that tell the story.
+_ALL_DTYPE_IMPLS = ("triton", "cuda")
+
+
+def gpu_kept(impl: str, dtype: str, shape: tuple, *, headline: tuple, cpu_only: tuple = ()) -> bool:
+    """Whether the GPU suite times this case (a CPU run keeps all it can run).
+
+    The whole impl x dtype x size matrix would take the suite well past its 5-minute budget without
+    adding information: float16 is timed for the fused impls (triton, cuda) only, torch_manual (several
+    launches, there to show what fusion buys) at the headline size only, and `cpu_only` sizes (made for
+    the Triton interpreter) not at all."""
+    if not HAS_CUDA:
+        return True
+    if shape in cpu_only:
+        return False
+    if impl == "torch_manual" and shape != headline:
+        return False
+    return dtype != "float16" or impl.startswith(_ALL_DTYPE_IMPLS)
+
+
 def require(impl: str, numel: int) -> None:
     """Skip, with a reason, a case this machine cannot run (CUDA C++ or a large size on CPU)."""
     if HAS_CUDA:

@@ -14,7 +14,7 @@ import math
 
 import pytest
 import torch
-from conftest import require
+from conftest import gpu_kept, require
 
 from kernels import elu, gelu
 
@@ -22,6 +22,7 @@ DTYPES = ["float32", "bfloat16", "float16"]
 SIZES = [(64, 64), (4096, 4096), (16384, 16384), (1000, 1001), (1, 2**20 + 7), (7, 4099)]
 SMOKE_ELU = {("triton", "float32", (7, 4099)), ("torch", "float32", (7, 4099))}
 SMOKE_GELU = {("tanh", "triton", "bfloat16", (64, 64))}
+HEADLINE, INTERPRETER_ONLY = (16384, 16384), ((7, 4099),)
 
 
 def _size_id(shape) -> str:
@@ -32,6 +33,8 @@ def _elu_cases():
     for impl in elu.IMPLS:
         for dtype in DTYPES:
             for shape in SIZES:
+                if not gpu_kept(impl, dtype, shape, headline=HEADLINE, cpu_only=INTERPRETER_ONLY):
+                    continue
                 marks = [pytest.mark.smoke] if (impl, dtype, shape) in SMOKE_ELU else []
                 yield pytest.param(impl, dtype, shape, marks=marks, id=f"{impl}-{dtype}-{_size_id(shape)}")
 
@@ -41,6 +44,8 @@ def _gelu_cases():
         for impl in gelu.IMPLS:
             for dtype in DTYPES:
                 for shape in SIZES:
+                    if not gpu_kept(impl, dtype, shape, headline=HEADLINE, cpu_only=INTERPRETER_ONLY):
+                        continue
                     marks = [pytest.mark.smoke] if (approx, impl, dtype, shape) in SMOKE_GELU else []
                     yield pytest.param(approx, impl, dtype, shape, marks=marks,
                                        id=f"{approx}-{impl}-{dtype}-{_size_id(shape)}")

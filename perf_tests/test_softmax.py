@@ -14,13 +14,14 @@ import math
 
 import pytest
 import torch
-from conftest import require
+from conftest import gpu_kept, require
 
 from kernels import softmax
 
 DTYPES = ["float32", "bfloat16", "float16"]
 SIZES = [(64, 64), (4096, 4096), (16384, 16384), (1000, 1001), (1, 2**20 + 7), (4, 262144), (3, 20000)]
 SMOKE = {("triton", "float32", (3, 20000)), ("triton", "bfloat16", (64, 64))}
+HEADLINE, INTERPRETER_ONLY = (16384, 16384), ((3, 20000),)
 
 
 def _size_id(shape) -> str:
@@ -31,6 +32,8 @@ def _cases():
     for impl in softmax.IMPLS:
         for dtype in DTYPES:
             for shape in SIZES:
+                if not gpu_kept(impl, dtype, shape, headline=HEADLINE, cpu_only=INTERPRETER_ONLY):
+                    continue
                 marks = [pytest.mark.smoke] if (impl, dtype, shape) in SMOKE else []
                 yield pytest.param(impl, dtype, shape, marks=marks, id=f"{impl}-{dtype}-{_size_id(shape)}")
 
