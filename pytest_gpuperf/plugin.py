@@ -349,7 +349,8 @@ class GpuBenchmark:
         self._item.stash[_ITEM_RECORD] = record
         for warning in measurement.warnings:
             self._item.warn(pytest.PytestWarning(f"gpuperf: {warning}"))
-        return measurement.value
+        value, measurement.value = measurement.value, None  # the test owns the result; don't pin it
+        return value
 
     def _measure(self, call: Callable[[], Any], inputs: Any, nbytes: int | None,
                  flops: int | None) -> tuple[dict, Measurement]:

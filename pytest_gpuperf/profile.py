@@ -20,6 +20,11 @@ class KernelStat:
     calls: int
     cuda_time_us: float
 
+    @property
+    def is_kernel(self) -> bool:
+        """False for the copy engine's memcpys and the driver's memsets (cuBLAS zeroes workspaces so)."""
+        return not self.name.startswith(("Memcpy", "Memset"))
+
 
 class Profile:
     """Device operations of one call: `.kernels`, `.launches`, `.cuda_time_us`, plus search and export."""
@@ -30,8 +35,13 @@ class Profile:
 
     @property
     def launches(self) -> int:
-        """Device operations launched by the call (kernels, memcpys and memsets)."""
-        return sum(k.calls for k in self.kernels)
+        """Kernels launched by the call (memcpys and memsets are not kernels: see `.memops`)."""
+        return sum(k.calls for k in self.kernels if k.is_kernel)
+
+    @property
+    def memops(self) -> int:
+        """Memcpys and memsets issued by the call."""
+        return sum(k.calls for k in self.kernels if not k.is_kernel)
 
     @property
     def cuda_time_us(self) -> float:
@@ -53,7 +63,8 @@ class Profile:
         """The kernels as text, longest first (used in assertion messages)."""
         rows = sorted(self.kernels, key=lambda k: -k.cuda_time_us)
         lines = [f"{k.calls:>4} x {k.cuda_time_us:>10.1f} us  {k.name[:110]}" for k in rows]
-        return "\n".join([f"{self.launches} launches, {self.cuda_time_us:.1f} us on the device:", *lines])
+        head = f"{self.launches} kernel launches, {self.memops} memcpy/memset, {self.cuda_time_us:.1f} us on the device:"
+        return "\n".join([head, *lines])
 
     def __repr__(self) -> str:
         return f"Profile(launches={self.launches}, cuda_time_us={self.cuda_time_us:.1f}, kernels={len(self.kernels)})"
