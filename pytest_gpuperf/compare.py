@@ -34,6 +34,10 @@ MEDIAN_SE_FACTOR = 1.2533
 #: processes (or on two leases of the same GPU model) differ by more than their within-run confidence
 #: intervals suggest, because clocks, power state and memory placement change between runs.
 NOISE_FLOOR = 0.01
+#: Run-to-run variation in absolute time, which dominates for launch-bound kernels: timed in CUDA
+#: graphs, kernels of 1.4-6 µs moved by up to 0.35 µs between two leases of the same H100 model
+#: while their within-run CIs were ~0.05 µs. A change smaller than this is never evidence.
+NOISE_FLOOR_MS = 0.0005
 #: Peak-memory changes smaller than this many bytes are never a verdict (allocator rounding, workspaces).
 MEMORY_ABS_FLOOR = 1 << 20
 #: The default slowdown that counts as a regression.
@@ -116,8 +120,12 @@ def clock_change(base: dict, now: dict) -> float:
 
 
 def noise_bound(base: dict, now: dict) -> float:
-    """The relative change that the noise of both sides, run-to-run drift and clocks can explain."""
-    return math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + NOISE_FLOOR + clock_change(base, now)
+    """The relative change that the noise of both sides, run-to-run drift (relative and absolute) and
+    clocks can explain."""
+    base_ms = _num(base.get("median_ms")) or 0.0
+    absolute = NOISE_FLOOR_MS / base_ms if base_ms > 0 else 0.0
+    return (math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + NOISE_FLOOR + absolute
+            + clock_change(base, now))
 
 
 def fmt_ms(ms: float | None) -> str:

@@ -40,8 +40,11 @@ LAUNCH_BOUND_RATIO = 0.5
 GRAPH_REPLAY_MS = 2.0
 MAX_GRAPH_CALLS = 1000
 # Work left on other streams after the measured stream finished, beyond which timing on the stream
-# alone would be a lie.
-PENDING_TOLERANCE_MS = 0.05
+# alone would be a lie. The probe is a host clock around a synchronize, which a busy GIL or a
+# descheduled thread can stretch by ~0.1 ms: 0.05 ms flagged 9 of 407 suite tests spuriously on an
+# H100, so the bar is higher and relative to the call, and the best of 5 probes counts.
+PENDING_TOLERANCE_MS = 0.2
+PENDING_FRACTION = 0.25
 # Host wall time a CPU sample aims for, so perf_counter's resolution is irrelevant.
 CPU_SAMPLE_S = 1e-4
 
@@ -255,7 +258,7 @@ class _CudaTimer:
         """Time the device stays busy after the measured stream finished one call (other streams' work)."""
         torch = self.torch
         best = math.inf
-        for _ in range(3):
+        for _ in range(5):
             torch.cuda.synchronize()
             end = self._event()
             self.fn()
@@ -361,7 +364,7 @@ class _CudaTimer:
         flush = _Flush(self.torch, self.index) if self.config.cache == "cold" else None
         gpu_ms = self._gpu_ms(flush)
         self._read_clocks()
-        if pending > max(PENDING_TOLERANCE_MS, 0.1 * gpu_ms):
+        if pending > max(PENDING_TOLERANCE_MS, PENDING_FRACTION * gpu_ms):
             self.warnings.append(
                 f"work was still running {pending:.3f} ms after the measured stream finished: the callable "
                 "uses other streams; each sample waits for the whole device (times include a synchronize)")
