@@ -23,6 +23,7 @@ The rules (each one a trap seen in practice):
 """
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import time
@@ -270,22 +271,28 @@ class _CudaTimer:
         return best
 
     def _peak_memory(self) -> tuple[Any, int]:
-        """One call's result and its peak memory: inputs plus everything allocated during the call."""
+        """One call's result and its peak memory: inputs plus everything allocated during the call.
+
+        The garbage collector is held off for the call: earlier tests' garbage freed in the middle
+        of it would lower the peak by however much it held, and make the memory verdict flaky."""
         torch = self.torch
         torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        value = self.fn()
-        torch.cuda.synchronize()
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            value = self.fn()
+            torch.cuda.synchronize()
+        finally:
+            if enabled:
+                gc.enable()
         return value, torch.cuda.max_memory_allocated() - before + tensor_bytes(self.inputs)
-
-    def _spin_cycles_per_ms(self) -> float:
-        return _spin_rate(self.torch, self.index)
 
     # -- sampling ----------------------------------------------------------------------------
     def _pad(self, host_ms: float) -> None:
         """Busy the GPU long enough for the host to queue what follows, so no launch gap is timed."""
-        self.torch.cuda._sleep(int(min(host_ms * 1.5 + 0.02, 50.0) * self._spin_cycles_per_ms()))
+        self.torch.cuda._sleep(int(min(host_ms * 1.5 + 0.02, 50.0) * _spin_rate(self.torch, self.index)))
 
     def _read_clocks(self) -> None:
         state = read_clocks(self.index)
