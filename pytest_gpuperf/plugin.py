@@ -21,7 +21,7 @@ import pytest
 from . import baseline as baseline_mod
 from . import compare
 from .device import Peaks, describe, has_cuda, read_clocks, software_versions
-from .timing import Measurement, TimingConfig, measure, cuda_sync_timer
+from .timing import Measurement, TimingConfig, cuda_sync_timer, iter_tensors, measure
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
 _STATE = pytest.StashKey["GpuPerf"]()
@@ -309,9 +309,7 @@ class GpuPerf:
 def _float_dtype(args: Any) -> str | None:
     """Name of the precision that bounds a call's arithmetic: the first floating tensor's dtype,
     'tf32' for float32 when torch may use tf32 matmuls."""
-    from .timing import _iter_tensors
-
-    for t in _iter_tensors(args):
+    for t in iter_tensors(args):
         if t.is_floating_point():
             name = str(t.dtype).removeprefix("torch.")
             if name == "float32" and t.is_cuda:
@@ -366,7 +364,7 @@ class GpuBenchmark:
             if best is None or record["median_ms"] < best[0]["median_ms"]:
                 best = (record, measurement)
             verdict = compare.judge(base, best[0], threshold) if settings.compare else None
-            if verdict is None or verdict.time not in ("slower", "unsure"):
+            if verdict is None or not compare.is_suspect(verdict):
                 break
         record, measurement = best
         record["remeasured"] = attempt

@@ -150,23 +150,24 @@ class Measurement:
         return sum(self.samples_ms) * self.calls_per_sample / 1e3
 
 
-def _iter_tensors(obj: Any, depth: int = 0):
+def iter_tensors(obj: Any, depth: int = 0):
+    """The tensors in `obj`: itself, or inside lists, tuples and dicts up to 3 levels deep."""
     import torch
 
     if isinstance(obj, torch.Tensor):
         yield obj
     elif depth < 3 and isinstance(obj, (list, tuple)):
         for item in obj:
-            yield from _iter_tensors(item, depth + 1)
+            yield from iter_tensors(item, depth + 1)
     elif depth < 3 and isinstance(obj, dict):
         for item in obj.values():
-            yield from _iter_tensors(item, depth + 1)
+            yield from iter_tensors(item, depth + 1)
 
 
 def tensor_bytes(obj: Any) -> int:
     """Bytes held by the distinct storages of the tensors in `obj` (args, nested lists/dicts)."""
     seen: dict[int, int] = {}
-    for t in _iter_tensors(obj):
+    for t in iter_tensors(obj):
         storage = t.untyped_storage()
         seen[storage.data_ptr()] = storage.nbytes()
     return sum(seen.values())
@@ -174,7 +175,7 @@ def tensor_bytes(obj: Any) -> int:
 
 def on_cuda(obj: Any) -> bool:
     """True when any tensor in `obj` lives on a CUDA device: that decides which clock times the call."""
-    return any(t.is_cuda for t in _iter_tensors(obj))
+    return any(t.is_cuda for t in iter_tensors(obj))
 
 
 def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs: Any = ()) -> Measurement:
