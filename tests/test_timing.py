@@ -1,0 +1,46 @@
+"""timing.py on the CPU: statistics, the stop rule and the host-clock path (CUDA paths run in perf_tests/test_harness.py)."""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from pytest_gpuperf.timing import Stats, TimingConfig, ci_relative, measure, summarize
+
+
+def test_summarize_order_statistics_and_robust_noise() -> None:
+    s = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert isinstance(s, Stats)
+    assert (s.median_ms, s.min_ms, s.max_ms, s.samples) == (3.0, 1.0, 100.0, 5)
+    assert s.noise == pytest.approx(1.4826 * 1.0 / 3.0)  # MAD ignores the outlier
+    assert s.ci_ms[0] <= s.median_ms <= s.ci_ms[1]
+
+
+def test_ci_comes_from_batch_medians_when_there_are_enough() -> None:
+    samples = [1.0] * 300  # no spread inside any batch ...
+    drifting = [1.0, 1.02, 0.98, 1.03, 0.97]  # ... but the batches drift (clocks, power)
+    assert ci_relative(summarize(samples)) == 0.0
+    half = ci_relative(summarize(samples, drifting))
+    assert half == pytest.approx(2.78 * 0.02549509756796392 / math.sqrt(5), rel=1e-3)
+
+
+def test_cpu_functions_are_timed_with_the_host_clock_until_the_budget() -> None:
+    def spin() -> int:
+        end = time.perf_counter() + 5e-4
+        while time.perf_counter() < end:
+            pass
+        return 7
+
+    started = time.perf_counter()
+    m = measure(spin, TimingConfig(budget_s=0.2, batch_s=0.02))
+    assert m.value == 7 and m.method == "cpu"
+    assert 0.45 <= m.median_ms <= 1.5
+    assert m.stats.samples >= 10 and len(m.batch_medians) >= 5
+    assert time.perf_counter() - started < 1.5
+    assert m.wall_s >= m.measured_s > 0
+
+
+def test_precision_target_stops_early_on_a_steady_function() -> None:
+    m = measure(lambda: sum(range(2000)), TimingConfig(budget_s=5.0, precision=0.5, batch_s=0.01))
+    assert m.wall_s < 2.0  # the 50% target is met long before the 5 s budget
