@@ -220,3 +220,10 @@ def test_xdist_workers_results_land_in_one_baseline(suite: pytest.Pytester) -> N
     result = suite.runpytest_subprocess("-n", "2", "--gpuperf", "--gpuperf-save", *FAST)
     result.assert_outcomes(passed=2)
     assert set(_baseline(suite)["entries"]) == {"test_scaled.py::test_fast", "test_scaled.py::test_tolerant"}
+
+
+def test_remaining_options_are_accepted_and_shown_in_the_header(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--gpuperf", "--gpuperf-cache", "warm", "--gpuperf-precision", "2%",
+                             "--gpuperf-trace-dir", "traces", "--gpuperf-threshold", "7.5%", *FAST)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["gpuperf: cache=warm, threshold=7.5%, precision=2.00%, budget=0.15s; baseline: none yet*"])
