@@ -137,31 +137,11 @@ def cost(shape, dtype, causal: bool = False, backward: bool = False) -> tuple[in
 # ----------------------------------------------------------------------------------------------
 # triton
 # ----------------------------------------------------------------------------------------------
+# The rule of kernels.triton_compat.INTERPRET, read here so that importing this module does not
+# import Triton; flash_attention_triton imports triton_compat (the interpreter's NumPy >= 2.4 fix
+# and the widened dot) before any kernel runs.
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
-
-
-def _interpreter_index_shim() -> None:
-    """Triton 3.6's interpreter turns a scalar into a Python int with ``int(ndarray of shape (1,))``,
-    which NumPy >= 2.4 refuses, so ``range(lo, hi)`` over run-time bounds fails in the interpreter.
-    Convert through the single element instead (same value, any NumPy). Idempotent; interpreter only.
-    """
-    from triton.runtime import interpreter as interp
-
-    patch = getattr(interp, "_patch_lang_tensor", None)
-    if patch is None or getattr(patch, "_scalar_index_shim", False):
-        return
-
-    def patched(tensor, scope):
-        patch(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    patched._scalar_index_shim = True
-    interp._patch_lang_tensor = patched
-
-
-if INTERPRET:
-    _interpreter_index_shim()
 
 
 def _device_supports_tma(device: torch.device) -> bool:

@@ -18,24 +18,14 @@ padded keys would otherwise enter the softmax denominator.
 """
 from __future__ import annotations
 
-import os
-
 import triton
 import triton.language as tl
 
-# Triton 3.6's interpreter multiplies bfloat16 tiles as their raw uint16 bits; there, dot operands
-# are widened to float32 first (exact for bf16/fp16 values, so the numerics under test are the
-# same: P and dS are still rounded to the input dtype before their matmuls). Compiled code: no-op.
-_WIDEN_DOT = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
-
-
-@triton.jit
-def _dot(a, b, acc=None):
-    if _WIDEN_DOT:
-        out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
-    else:
-        out = tl.dot(a, b, acc)
-    return out
+# dot: tl.dot whose operands are widened to float32 under the interpreter, which multiplies
+# bfloat16 tiles as their raw uint16 bits (exact for bf16/fp16 values: P and dS are still rounded
+# to the input dtype before their matmuls); plain tl.dot in compiled code. Importing triton_compat
+# also fits the interpreter to NumPy >= 2.4 (run-time loop bounds).
+from kernels.triton_compat import dot
 
 
 @triton.jit
@@ -83,7 +73,7 @@ def _fwd_inner(acc, l_i, m_i, q, K, V, desc_k, desc_v, lo, hi, offs_m, qk_scale,
     for start_n in tl.range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = _load_rows(K, desc_k, start_n, N, BLOCK_N, HEAD_DIM, USE_TMA)
-        qk = _dot(q, tl.trans(k))
+        qk = dot(q, tl.trans(k))
         if MASK == 0:
             # scale folded into the exponent: one FMA per score
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
@@ -102,7 +92,7 @@ def _fwd_inner(acc, l_i, m_i, q, K, V, desc_k, desc_v, lo, hi, offs_m, qk_scale,
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
         v = _load_rows(V, desc_v, start_n, N, BLOCK_N, HEAD_DIM, USE_TMA)
-        acc = _dot(p.to(v.dtype), v, acc)
+        acc = dot(p.to(v.dtype), v, acc)
         m_i = m_ij
     return acc, l_i, m_i
 
@@ -179,16 +169,16 @@ def _bwd_dkdv_inner(dk, dv, k, v, Q, DO, desc_q, desc_do, LSE, DELTA, lo, hi, of
         offs_m = start_m + tl.arange(0, BLOCK_M)
         q = _load_rows(Q, desc_q, start_m, N, BLOCK_M, HEAD_DIM, USE_TMA)
         lse = tl.load(LSE + offs_m, mask=offs_m < N, other=float("inf"))  # padded rows: P = 0
-        qkT = _dot(k, tl.trans(q))
+        qkT = dot(k, tl.trans(q))
         pT = tl.math.exp2(qkT * qk_scale - lse[None, :])
         if MASK:
             pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
         do = _load_rows(DO, desc_do, start_m, N, BLOCK_M, HEAD_DIM, USE_TMA)
-        dv = _dot(pT.to(do.dtype), do, dv)
+        dv = dot(pT.to(do.dtype), do, dv)
         delta = tl.load(DELTA + offs_m, mask=offs_m < N, other=0.0)
-        dpT = _dot(v, tl.trans(do))
+        dpT = dot(v, tl.trans(do))
         dsT = pT * (dpT - delta[None, :])
-        dk = _dot(dsT.to(q.dtype), q, dk)
+        dk = dot(dsT.to(q.dtype), q, dk)
     return dk, dv
 
 
@@ -199,15 +189,15 @@ def _bwd_dq_inner(dq, q, do, lse, delta, K, V, desc_k, desc_v, lo, hi, offs_m, q
     for start_n in tl.range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = _load_rows(K, desc_k, start_n, N, BLOCK_N, HEAD_DIM, USE_TMA)
-        qk = _dot(q, tl.trans(k))
+        qk = dot(q, tl.trans(k))
         p = tl.math.exp2(qk * qk_scale - lse[:, None])
         if MASK:
             offs_n = start_n + tl.arange(0, BLOCK_N)
             p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
         v = _load_rows(V, desc_v, start_n, N, BLOCK_N, HEAD_DIM, USE_TMA)
-        dp = _dot(do, tl.trans(v))
+        dp = dot(do, tl.trans(v))
         ds = p * (dp - delta[:, None])
-        dq = _dot(ds.to(k.dtype), k, dq)
+        dq = dot(ds.to(k.dtype), k, dq)
     return dq
 
 

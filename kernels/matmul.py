@@ -49,6 +49,10 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+# triton_compat also fits the interpreter to NumPy >= 2.4 (on import) and widens dot operands there.
+from kernels.triton_compat import INTERPRET as _INTERPRET
+from kernels.triton_compat import dot
+
 # Precision names used in test ids; "tf32" is fp32 storage with TF32 multiplies allowed.
 DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
@@ -207,35 +211,6 @@ def torch_manual(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False) -> tor
 # Triton
 # ----------------------------------------------------------------------------------------------
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def _interpreter_numpy_compat() -> None:
-    """Triton 3.6's interpreter turns a scalar into int via int(array_of_shape_1), which NumPy
-    >= 2.4 refuses (TypeError: only 0-dimensional arrays can be converted to Python scalars), so
-    every loop with a run-time bound fails under TRITON_INTERPRET=1. Patch that one conversion
-    (.item()) for the interpreter's patched scope; nothing else changes."""
-    import numpy as np
-    from triton.runtime import interpreter
-
-    if tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 4):
-        return
-    original = getattr(interpreter, "_patch_lang_tensor", None)
-    if original is None or getattr(original, "_gpuperf_numpy_compat", False):
-        return
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
-
-    patched._gpuperf_numpy_compat = True
-    interpreter._patch_lang_tensor = patched
-
-
-if _INTERPRET:
-    _interpreter_numpy_compat()
-
-
 @triton.jit
 def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     """Grouped tile order: GROUP_M tile-rows are walked column by column, so consecutive tiles
@@ -289,10 +264,7 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
         for ki in tl.range(k_tiles, warp_specialize=True):
             a = a_desc.load([off_m, ki * BLOCK_K])
             b = b_desc.load([ki * BLOCK_K, off_n])
-            if EMULATED:
-                a = a.to(tl.float32)
-                b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            acc = dot(a, b, acc, input_precision=PRECISION, WIDEN=EMULATED)
         rm = off_m + tl.arange(0, BLOCK_M)
         rn = off_n + tl.arange(0, BLOCK_N)
         c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn[None, :]
@@ -319,10 +291,7 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
                 for ki in range(k_tiles):
                     a = a_desc.load([off_m, ki * BLOCK_K])
                     b = b_desc.load([ki * BLOCK_K, off_n])
-                    if EMULATED:
-                        a = a.to(tl.float32)
-                        b = b.to(tl.float32)
-                    acc = tl.dot(a, b, acc, input_precision=PRECISION)
+                    acc = dot(a, b, acc, input_precision=PRECISION, WIDEN=EMULATED)
             if EPILOGUE_SPLIT == 2:
                 # C in two BLOCK_M x BLOCK_N/2 halves: half the epilogue's shared-memory buffer,
                 # which leaves room for a deeper load pipeline.
@@ -360,10 +329,7 @@ def _matmul_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         k_left = K - ki * BLOCK_K
         a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
-        if EMULATED:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        acc = dot(a, b, acc, input_precision=PRECISION, WIDEN=EMULATED)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn.to(tl.int64)[None, :] * stride_cn
