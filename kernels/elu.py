@@ -5,8 +5,6 @@ tensor of the same shape and dtype; bf16/fp16 are computed in fp32.
 """
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable
 
 import torch
@@ -14,7 +12,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels import cuda_ext
+from kernels import common, cuda_ext
 
 ALPHA = 1.0
 
@@ -26,15 +24,13 @@ def reference(x: torch.Tensor) -> torch.Tensor:
 
 
 def make_inputs(shape, dtype: torch.dtype, device, seed: int = 0) -> tuple[torch.Tensor]:
-    gen = torch.Generator(device=device).manual_seed(seed)
-    return (torch.randn(tuple(shape), generator=gen, device=device, dtype=dtype),)
+    return (common.randn_input(shape, dtype, device, seed),)
 
 
 def cost(shape, dtype: torch.dtype) -> tuple[int, int]:
     """(bytes, flops): the input read once and the output written once; 3 flops per element
     (compare, exp, subtract; the exp counted as one)."""
-    n = math.prod(shape)
-    return 2 * n * torch.empty((), dtype=dtype).element_size(), 3 * n
+    return common.streaming_cost(shape, dtype, 3)
 
 
 # --- torch_manual: elementary ops, as written without knowing F.elu --------------------------
@@ -48,17 +44,7 @@ def torch_builtin(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x, alpha=ALPHA)
 
 
-@functools.cache
-def _compiled_fn() -> Callable:
-    """torch.compile(torch_manual), built on first use. Static shapes (dynamic=False): each shape
-    gets the kernel Inductor would generate for it alone; the recompile limit is raised so that the
-    suite's shapes x dtypes never fall back to eager silently."""
-    import torch._dynamo
-
-    config = torch._dynamo.config
-    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-    setattr(config, limit, max(getattr(config, limit), 64))
-    return torch.compile(torch_manual, dynamic=False)
+_compiled_fn = common.lazy_compile(torch_manual)  # torch.compile(torch_manual), built on first use
 
 
 def compiled(x: torch.Tensor) -> torch.Tensor:
@@ -73,41 +59,15 @@ def _elu_f32(x, alpha):
 
 @triton.jit
 def _elu_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr, EVEN: tl.constexpr, INT64: tl.constexpr):
-    pid = tl.program_id(0)
-    if INT64:
-        pid = pid.to(tl.int64)
-    start = pid * BLOCK
-    offs = start + tl.arange(0, BLOCK)
-    if EVEN:  # every block full: no masks, 16-byte vector accesses
-        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
-        tl.store(y_ptr + offs, _elu_f32(x, alpha).to(y_ptr.dtype.element_ty))
-    elif start + BLOCK <= n:  # full block of a ragged tensor: still unmasked
-        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
-        tl.store(y_ptr + offs, _elu_f32(x, alpha).to(y_ptr.dtype.element_ty))
-    else:  # the one partial block
-        mask = offs < n
-        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-        tl.store(y_ptr + offs, _elu_f32(x, alpha).to(y_ptr.dtype.element_ty), mask=mask)
+    common.elementwise_block(x_ptr, y_ptr, n, _elu_f32, alpha, BLOCK, EVEN, INT64)
 
 
-def elementwise_config(n: int, element_size: int) -> tuple[int, int]:
-    """(BLOCK, num_warps): 32 KiB of input per program (8 KiB for tiny tensors), 8 warps."""
-    block = 32768 // element_size if n * element_size >= (1 << 22) else 8192 // element_size
-    return block, 8
+elementwise_config = common.elementwise_config  # (BLOCK, num_warps): 32 KiB per program, 8 warps
 
 
 def triton_elu(x: torch.Tensor, *, block: int | None = None, num_warps: int | None = None) -> torch.Tensor:
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    n = x.numel()
-    if n == 0:
-        return y
-    dblock, dwarps = elementwise_config(n, x.element_size())
-    block, num_warps = block or dblock, num_warps or dwarps
-    grid = (triton.cdiv(n, block),)
-    _elu_kernel[grid](x, y, n, ALPHA, BLOCK=block, EVEN=n % block == 0, INT64=n + block >= 2**31,
-                      num_warps=num_warps)
-    return y
+    dblock, dwarps = elementwise_config(x.numel(), x.element_size())
+    return common.launch_elementwise(_elu_kernel, x, ALPHA, block=block or dblock, num_warps=num_warps or dwarps)
 
 
 # --- CUDA C++ ----------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ test passes the form as a keyword. Any shape; float32, bfloat16 or float16; bf16
 """
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
@@ -17,7 +16,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels import cuda_ext
+from kernels import common, cuda_ext
 
 APPROXIMATIONS = ("tanh", "erf")
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -39,8 +38,7 @@ def reference(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
 
 
 def make_inputs(shape, dtype: torch.dtype, device, seed: int = 0) -> tuple[torch.Tensor]:
-    gen = torch.Generator(device=device).manual_seed(seed)
-    return (torch.randn(tuple(shape), generator=gen, device=device, dtype=dtype),)
+    return (common.randn_input(shape, dtype, device, seed),)
 
 
 def cost(shape, dtype: torch.dtype, approximate: str = "tanh") -> tuple[int, int]:
@@ -48,8 +46,7 @@ def cost(shape, dtype: torch.dtype, approximate: str = "tanh") -> tuple[int, int
     transcendental counted as one: tanh form 9 (x^3 two, *0.044715, +x, *sqrt(2/pi), tanh, +1,
     *0.5, *x); erf form 5 (/sqrt(2), erf, +1, *0.5, *x)."""
     _check(approximate)
-    n = math.prod(shape)
-    return 2 * n * torch.empty((), dtype=dtype).element_size(), (9 if approximate == "tanh" else 5) * n
+    return common.streaming_cost(shape, dtype, 9 if approximate == "tanh" else 5)
 
 
 # --- torch_manual: elementary ops, as written without knowing F.gelu -------------------------
@@ -68,17 +65,7 @@ def torch_builtin(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
     return F.gelu(x, approximate="tanh" if approximate == "tanh" else "none")
 
 
-@functools.cache
-def _compiled_fn() -> Callable:
-    """torch.compile(torch_manual), built on first use. Static shapes (dynamic=False): each shape
-    gets the kernel Inductor would generate for it alone; the recompile limit is raised so that the
-    suite's shapes x dtypes never fall back to eager silently."""
-    import torch._dynamo
-
-    config = torch._dynamo.config
-    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-    setattr(config, limit, max(getattr(config, limit), 64))
-    return torch.compile(torch_manual, dynamic=False)
+_compiled_fn = common.lazy_compile(torch_manual)  # torch.compile(torch_manual), built on first use
 
 
 def compiled(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
@@ -99,21 +86,7 @@ def _gelu_f32(x, TANH: tl.constexpr):
 @triton.jit
 def _gelu_kernel(x_ptr, y_ptr, n, TANH: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
                  INT64: tl.constexpr):
-    pid = tl.program_id(0)
-    if INT64:
-        pid = pid.to(tl.int64)
-    start = pid * BLOCK
-    offs = start + tl.arange(0, BLOCK)
-    if EVEN:  # every block full: no masks, 16-byte vector accesses
-        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
-        tl.store(y_ptr + offs, _gelu_f32(x, TANH).to(y_ptr.dtype.element_ty))
-    elif start + BLOCK <= n:  # full block of a ragged tensor: still unmasked
-        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
-        tl.store(y_ptr + offs, _gelu_f32(x, TANH).to(y_ptr.dtype.element_ty))
-    else:  # the one partial block
-        mask = offs < n
-        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-        tl.store(y_ptr + offs, _gelu_f32(x, TANH).to(y_ptr.dtype.element_ty), mask=mask)
+    common.elementwise_block(x_ptr, y_ptr, n, _gelu_f32, TANH, BLOCK, EVEN, INT64)
 
 
 def elementwise_config(n: int, element_size: int, approximate: str = "tanh") -> tuple[int, int]:
@@ -123,24 +96,15 @@ def elementwise_config(n: int, element_size: int, approximate: str = "tanh") -> 
     against 0.831 with the tanh form's config; erf bf16 0.386 against 0.414 (copy: 0.709 / 0.354)."""
     if approximate == "erf":
         return 8192 // element_size, 4
-    block = 32768 // element_size if n * element_size >= (1 << 22) else 8192 // element_size
-    return block, 8
+    return common.elementwise_config(n, element_size)
 
 
 def triton_gelu(x: torch.Tensor, approximate: str = "tanh", *, block: int | None = None,
                 num_warps: int | None = None) -> torch.Tensor:
     _check(approximate)
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    n = x.numel()
-    if n == 0:
-        return y
-    dblock, dwarps = elementwise_config(n, x.element_size(), approximate)
-    block, num_warps = block or dblock, num_warps or dwarps
-    grid = (triton.cdiv(n, block),)
-    _gelu_kernel[grid](x, y, n, TANH=approximate == "tanh", BLOCK=block, EVEN=n % block == 0,
-                       INT64=n + block >= 2**31, num_warps=num_warps)
-    return y
+    dblock, dwarps = elementwise_config(x.numel(), x.element_size(), approximate)
+    return common.launch_elementwise(_gelu_kernel, x, block=block or dblock, num_warps=num_warps or dwarps,
+                                     TANH=approximate == "tanh")
 
 
 # --- CUDA C++ ----------------------------------------------------------------------------------

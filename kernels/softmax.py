@@ -17,7 +17,6 @@ program per multiprocessor; under the interpreter (programs run one after anothe
 from __future__ import annotations
 
 import functools
-import math
 import os
 from collections.abc import Callable
 
@@ -25,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import cuda_ext
+from kernels import common, cuda_ext
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -36,16 +35,14 @@ def reference(x: torch.Tensor) -> torch.Tensor:
 
 
 def make_inputs(shape, dtype: torch.dtype, device, seed: int = 0) -> tuple[torch.Tensor]:
-    gen = torch.Generator(device=device).manual_seed(seed)
-    return (torch.randn(tuple(shape), generator=gen, device=device, dtype=dtype),)
+    return (common.randn_input(shape, dtype, device, seed),)
 
 
 def cost(shape, dtype: torch.dtype) -> tuple[int, int]:
     """(bytes, flops): the input read once and the output written once (what a fused kernel must
     move; kernels that re-read a row from L2 move no more DRAM bytes than that). 5 flops per
     element: max, subtract, exp (counted as one), sum, divide."""
-    n = math.prod(shape)
-    return 2 * n * torch.empty((), dtype=dtype).element_size(), 5 * n
+    return common.streaming_cost(shape, dtype, 5)
 
 
 # --- torch_manual: elementary ops, as written without knowing torch.softmax ------------------
@@ -61,17 +58,7 @@ def torch_builtin(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x, dim=-1)
 
 
-@functools.cache
-def _compiled_fn() -> Callable:
-    """torch.compile(torch_manual), built on first use. Static shapes (dynamic=False): each shape
-    gets the kernel Inductor would generate for it alone; the recompile limit is raised so that the
-    suite's shapes x dtypes never fall back to eager silently."""
-    import torch._dynamo
-
-    config = torch._dynamo.config
-    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-    setattr(config, limit, max(getattr(config, limit), 64))
-    return torch.compile(torch_manual, dynamic=False)
+_compiled_fn = common.lazy_compile(torch_manual)  # torch.compile(torch_manual), built on first use
 
 
 def compiled(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,95 @@
+"""Pieces the one-input kernels (elu.py, gelu.py, softmax.py) share word for word.
+
+- ``randn_input``: the input factory behind their ``make_inputs`` (random normal, seeded).
+- ``streaming_cost``: the cost model of a kernel that reads its input once and writes an output
+  of the same size once.
+- ``lazy_compile``: ``torch.compile(torch_manual)`` built on first use, static shapes.
+- Elementwise Triton kernels (elu, gelu): ``elementwise_block`` (one program's block, jit),
+  ``elementwise_config`` (default BLOCK / num_warps) and ``launch_elementwise`` (the host side).
+
+Each kernel module keeps its reference, make_inputs, cost, impls and IMPLS; only the shared
+mechanics live here.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+import triton
+import triton.language as tl
+
+
+def randn_input(shape, dtype: torch.dtype, device, seed: int = 0) -> torch.Tensor:
+    """Standard-normal values of `shape` and `dtype` on `device`, from a generator seeded with `seed`."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(tuple(shape), generator=gen, device=device, dtype=dtype)
+
+
+def streaming_cost(shape, dtype: torch.dtype, flops_per_element: int) -> tuple[int, int]:
+    """(bytes, flops) of one pass over a tensor: the input read once, the output (same shape and
+    dtype) written once, `flops_per_element` per element."""
+    n = math.prod(shape)
+    return 2 * n * torch.empty((), dtype=dtype).element_size(), flops_per_element * n
+
+
+def lazy_compile(fn: Callable) -> Callable[[], Callable]:
+    """A function that returns torch.compile(fn), building it on its first call only.
+
+    Static shapes (dynamic=False): each shape gets the kernel Inductor would generate for it alone;
+    the recompile limit is raised so that the suite's shapes x dtypes never fall back to eager
+    silently."""
+
+    @functools.cache
+    def build() -> Callable:
+        import torch._dynamo
+
+        config = torch._dynamo.config
+        limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+        setattr(config, limit, max(getattr(config, limit), 64))
+        return torch.compile(fn, dynamic=False)
+
+    return build
+
+
+# --- elementwise Triton kernels ----------------------------------------------------------------
+@triton.jit
+def elementwise_block(x_ptr, y_ptr, n, fn, arg, BLOCK: tl.constexpr, EVEN: tl.constexpr, INT64: tl.constexpr):
+    """This program's BLOCK elements of y = fn(x, arg), computed in fp32 (fn: a jit function of an
+    fp32 block and `arg`). EVEN: every block is full (n % BLOCK == 0); INT64: offsets need 64 bits."""
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    start = pid * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    if EVEN:  # every block full: no masks, 16-byte vector accesses
+        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+        tl.store(y_ptr + offs, fn(x, arg).to(y_ptr.dtype.element_ty))
+    elif start + BLOCK <= n:  # full block of a ragged tensor: still unmasked
+        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+        tl.store(y_ptr + offs, fn(x, arg).to(y_ptr.dtype.element_ty))
+    else:  # the one partial block
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+        tl.store(y_ptr + offs, fn(x, arg).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def elementwise_config(n: int, element_size: int) -> tuple[int, int]:
+    """(BLOCK, num_warps): 32 KiB of input per program (8 KiB for tiny tensors), 8 warps."""
+    block = 32768 // element_size if n * element_size >= (1 << 22) else 8192 // element_size
+    return block, 8
+
+
+def launch_elementwise(kernel, x: torch.Tensor, *args, block: int, num_warps: int, **constexprs) -> torch.Tensor:
+    """y = kernel over a contiguous copy of x, one program per BLOCK elements:
+    kernel[grid](x, y, n, *args, BLOCK=, EVEN=, INT64=, num_warps=, **constexprs)."""
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n = x.numel()
+    if n == 0:
+        return y
+    grid = (triton.cdiv(n, block),)
+    kernel[grid](x, y, n, *args, BLOCK=block, EVEN=n % block == 0, INT64=n + block >= 2**31,
+                 num_warps=num_warps, **constexprs)
+    return y
