@@ -58,6 +58,33 @@ def gpu_kept(impl: str, dtype: str, shape: tuple, *, headline: tuple, cpu_only: 
     return dtype != "float16" or impl.startswith(_ALL_DTYPE_IMPLS)
 
 
+def size_id(shape) -> str:
+    """A shape as test ids show it: (4096, 4096) -> "4096x4096"."""
+    return "x".join(map(str, shape))
+
+
+def impl_dtype_size_cases(impls, dtypes, sizes, *, headline: tuple, cpu_only: tuple = (), smoke=(), lead: tuple = ()):
+    """pytest.params (*lead, impl, dtype, shape) for impl x dtype x size, in that nesting order, without
+    the cases the GPU suite leaves out (gpu_kept). id: "-".join(lead, impl, dtype, size_id(shape));
+    marked smoke when (*lead, impl, dtype, shape) is in `smoke`. `lead`: values that come first in every
+    case (e.g. GeLU's approximation)."""
+    for impl in impls:
+        for dtype in dtypes:
+            for shape in sizes:
+                if not gpu_kept(impl, dtype, shape, headline=headline, cpu_only=cpu_only):
+                    continue
+                case = (*lead, impl, dtype, shape)
+                marks = [pytest.mark.smoke] if case in smoke else []
+                yield pytest.param(*case, marks=marks, id="-".join([*lead, impl, dtype, size_id(shape)]))
+
+
+def needs_gpu(device: str) -> None:
+    """Skip a launch-count test without CUDA first: gpu_profile would skip anyway, but only after the
+    test built its (large) inputs on the CPU."""
+    if device != "cuda":
+        pytest.skip("launch counts need a CUDA device")
+
+
 def require(impl: str, numel: int) -> None:
     """Skip, with a reason, a case this machine cannot run (CUDA C++ or a large size on CPU)."""
     if HAS_CUDA:

@@ -14,7 +14,7 @@ import math
 
 import pytest
 import torch
-from conftest import gpu_kept, require
+from conftest import impl_dtype_size_cases, needs_gpu, require
 
 from kernels import elu, gelu
 
@@ -25,30 +25,15 @@ SMOKE_GELU = {("tanh", "triton", "bfloat16", (64, 64))}
 HEADLINE, INTERPRETER_ONLY = (16384, 16384), ((7, 4099),)
 
 
-def _size_id(shape) -> str:
-    return "x".join(map(str, shape))
-
-
 def _elu_cases():
-    for impl in elu.IMPLS:
-        for dtype in DTYPES:
-            for shape in SIZES:
-                if not gpu_kept(impl, dtype, shape, headline=HEADLINE, cpu_only=INTERPRETER_ONLY):
-                    continue
-                marks = [pytest.mark.smoke] if (impl, dtype, shape) in SMOKE_ELU else []
-                yield pytest.param(impl, dtype, shape, marks=marks, id=f"{impl}-{dtype}-{_size_id(shape)}")
+    return impl_dtype_size_cases(elu.IMPLS, DTYPES, SIZES, headline=HEADLINE, cpu_only=INTERPRETER_ONLY,
+                                 smoke=SMOKE_ELU)
 
 
 def _gelu_cases():
     for approx in gelu.APPROXIMATIONS:
-        for impl in gelu.IMPLS:
-            for dtype in DTYPES:
-                for shape in SIZES:
-                    if not gpu_kept(impl, dtype, shape, headline=HEADLINE, cpu_only=INTERPRETER_ONLY):
-                        continue
-                    marks = [pytest.mark.smoke] if (approx, impl, dtype, shape) in SMOKE_GELU else []
-                    yield pytest.param(approx, impl, dtype, shape, marks=marks,
-                                       id=f"{approx}-{impl}-{dtype}-{_size_id(shape)}")
+        yield from impl_dtype_size_cases(gelu.IMPLS, DTYPES, SIZES, headline=HEADLINE, cpu_only=INTERPRETER_ONLY,
+                                         smoke=SMOKE_GELU, lead=(approx,))
 
 
 @pytest.mark.parametrize("impl,dtype,shape", list(_elu_cases()))
@@ -110,19 +95,13 @@ def test_gelu_nonfinite(approx, impl, dtype, device, request, gpu_assert_close):
     gpu_assert_close(gelu.IMPLS[impl](x, approximate=approx), gelu.reference(x, approx))
 
 
-def _needs_gpu(device: str) -> None:
-    """gpu_profile skips without CUDA anyway; skipping first spares building large CPU inputs."""
-    if device != "cuda":
-        pytest.skip("launch counts need a CUDA device")
-
-
 # ---- what runs on the device ------------------------------------------------------------------------
 PROFILE_SHAPE = (1000, 1001)  # odd size: the tail handling must not cost a second launch
 
 
 @pytest.mark.parametrize("impl", ["triton", "cuda"])
 def test_elu_fused_is_one_launch(impl, device, gpu_profile):
-    _needs_gpu(device)
+    needs_gpu(device)
     (x,) = elu.make_inputs(PROFILE_SHAPE, torch.float32, device)
     prof = gpu_profile(elu.IMPLS[impl], x)
     assert prof.launches == 1, prof.table()
@@ -131,7 +110,7 @@ def test_elu_fused_is_one_launch(impl, device, gpu_profile):
 @pytest.mark.parametrize("approx", gelu.APPROXIMATIONS)
 @pytest.mark.parametrize("impl", ["triton", "cuda"])
 def test_gelu_fused_is_one_launch(impl, approx, device, gpu_profile):
-    _needs_gpu(device)
+    needs_gpu(device)
     (x,) = gelu.make_inputs(PROFILE_SHAPE, torch.bfloat16, device)
     prof = gpu_profile(gelu.IMPLS[impl], x, approximate=approx)
     assert prof.launches == 1, prof.table()
@@ -139,7 +118,7 @@ def test_gelu_fused_is_one_launch(impl, approx, device, gpu_profile):
 
 def test_elu_manual_launches_several(device, gpu_profile):
     """where(x > 0, x, exp(x) - 1): one kernel per op (compare, exp, subtract, where; more with casts)."""
-    _needs_gpu(device)
+    needs_gpu(device)
     (x,) = elu.make_inputs(PROFILE_SHAPE, torch.float32, device)
     prof = gpu_profile(elu.IMPLS["torch_manual"], x)
     assert prof.launches >= 3, prof.table()
@@ -148,7 +127,7 @@ def test_elu_manual_launches_several(device, gpu_profile):
 @pytest.mark.parametrize("approx", gelu.APPROXIMATIONS)
 def test_gelu_manual_launches_several(approx, device, gpu_profile):
     """tanh form: pow, mul, add, mul, tanh, add, mul, mul; erf form: mul, erf, add, mul, mul."""
-    _needs_gpu(device)
+    needs_gpu(device)
     (x,) = gelu.make_inputs(PROFILE_SHAPE, torch.float32, device)
     prof = gpu_profile(gelu.IMPLS["torch_manual"], x, approximate=approx)
     assert prof.launches >= (6 if approx == "tanh" else 4), prof.table()

@@ -14,7 +14,7 @@ import math
 
 import pytest
 import torch
-from conftest import gpu_kept, require
+from conftest import impl_dtype_size_cases, needs_gpu, require, size_id
 
 from kernels import softmax
 
@@ -24,18 +24,9 @@ SMOKE = {("triton", "float32", (3, 20000)), ("triton", "bfloat16", (64, 64))}
 HEADLINE, INTERPRETER_ONLY = (16384, 16384), ((3, 20000),)
 
 
-def _size_id(shape) -> str:
-    return "x".join(map(str, shape))
-
-
 def _cases():
-    for impl in softmax.IMPLS:
-        for dtype in DTYPES:
-            for shape in SIZES:
-                if not gpu_kept(impl, dtype, shape, headline=HEADLINE, cpu_only=INTERPRETER_ONLY):
-                    continue
-                marks = [pytest.mark.smoke] if (impl, dtype, shape) in SMOKE else []
-                yield pytest.param(impl, dtype, shape, marks=marks, id=f"{impl}-{dtype}-{_size_id(shape)}")
+    return impl_dtype_size_cases(softmax.IMPLS, DTYPES, SIZES, headline=HEADLINE, cpu_only=INTERPRETER_ONLY,
+                                 smoke=SMOKE)
 
 
 @pytest.mark.parametrize("impl,dtype,shape", list(_cases()))
@@ -54,7 +45,7 @@ _quiet_numpy = pytest.mark.filterwarnings("ignore:invalid value encountered:Runt
 
 
 @_quiet_numpy
-@pytest.mark.parametrize("shape", [(6, 1001), (6, 20000)], ids=_size_id)
+@pytest.mark.parametrize("shape", [(6, 1001), (6, 20000)], ids=size_id)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("impl", list(softmax.IMPLS))
 def test_softmax_nonfinite(impl, dtype, shape, device, gpu_assert_close):
@@ -92,21 +83,15 @@ def test_triton_forced_config(config, device, gpu_assert_close):
     gpu_assert_close(softmax.triton_softmax(x, config=config), softmax.reference(x))
 
 
-def _needs_gpu(device: str) -> None:
-    """gpu_profile skips without CUDA anyway; skipping first spares building large CPU inputs."""
-    if device != "cuda":
-        pytest.skip("launch counts need a CUDA device")
-
-
 # ---- what runs on the device ------------------------------------------------------------------------
 PROFILE_SHAPES = [(1000, 1001), (16384, 16384), (4, 262144)]  # warp/row kernel, block kernel, long rows
 
 
-@pytest.mark.parametrize("shape", PROFILE_SHAPES, ids=_size_id)
+@pytest.mark.parametrize("shape", PROFILE_SHAPES, ids=size_id)
 @pytest.mark.parametrize("impl", ["triton", "cuda"])
 def test_softmax_fused_is_one_launch(impl, shape, device, gpu_profile):
     """One kernel for every row length, long rows split over many programs/blocks included."""
-    _needs_gpu(device)
+    needs_gpu(device)
     (x,) = softmax.make_inputs(shape, torch.bfloat16, device)
     prof = gpu_profile(softmax.IMPLS[impl], x)
     assert prof.launches == 1, prof.table()
@@ -114,7 +99,7 @@ def test_softmax_fused_is_one_launch(impl, shape, device, gpu_profile):
 
 def test_softmax_manual_launches_several(device, gpu_profile):
     """max, subtract, exp, sum, divide: one kernel each (the reductions may take more)."""
-    _needs_gpu(device)
+    needs_gpu(device)
     (x,) = softmax.make_inputs((1000, 1001), torch.float32, device)
     prof = gpu_profile(softmax.IMPLS["torch_manual"], x)
     assert prof.launches >= 4, prof.table()
