@@ -9,30 +9,17 @@
 // Layout of this file: the kernels and a plain-CUDA dispatcher first (seen by both nvcc passes),
 // then the torch/pybind11 wrapper inside `#ifndef __CUDA_ARCH__`, so the device pass never parses
 // torch's headers (this roughly halves the build; the dispatcher instantiates every kernel
-// template in both passes, as nvcc requires).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+// template in both passes, as nvcc requires). common.cuh: dtype tag, conversions, torch headers.
+#include "common.cuh"
 
 #include <cstdint>
 
 namespace gpuperf_elementwise {
 
 enum class Op : int { kElu = 0, kGeluTanh = 1, kGeluErf = 2 };
-enum class DType : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+using gpuperf_common::DType;
+using gpuperf_common::from_float;
+using gpuperf_common::to_float;
 
 template <Op op>
 __device__ __forceinline__ float apply(float x, float alpha) {
@@ -144,12 +131,7 @@ cudaError_t launch(Op op, DType dtype, const void* x, void* y, int64_t n, float 
 
 }  // namespace gpuperf_elementwise
 
-#ifndef __CUDA_ARCH__  // host pass only: torch and pybind11
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty_like.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/csrc/utils/pybind.h>
+#ifndef __CUDA_ARCH__  // host pass only: torch and pybind11 (their headers: common.cuh)
 
 #include <string>
 
@@ -158,13 +140,7 @@ namespace gpuperf_elementwise {
 at::Tensor run(Op op, const at::Tensor& x, double alpha, int64_t unroll) {
   TORCH_CHECK(x.is_cuda(), "expected a CUDA tensor, got one on ", x.device());
   TORCH_CHECK(unroll == 1 || unroll == 2 || unroll == 4 || unroll == 8, "unroll must be 1, 2, 4 or 8, got ", unroll);
-  DType dtype;
-  switch (x.scalar_type()) {
-    case at::kFloat: dtype = DType::kFloat32; break;
-    case at::kBFloat16: dtype = DType::kBFloat16; break;
-    case at::kHalf: dtype = DType::kFloat16; break;
-    default: TORCH_CHECK(false, "unsupported dtype ", x.scalar_type());
-  }
+  const DType dtype = gpuperf_common::dtype_of(x);
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor in = x.contiguous();
   at::Tensor out = at::empty_like(in, at::MemoryFormat::Contiguous);

@@ -17,10 +17,10 @@
 //
 // Layout of this file: kernels and a plain-CUDA dispatcher first (both nvcc passes), the torch
 // wrapper inside `#ifndef __CUDA_ARCH__` so the device pass never parses torch's headers.
+// common.cuh: dtype tag, conversions, torch headers (host pass).
+#include "common.cuh"
+
 #include <cooperative_groups.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstring>
@@ -29,21 +29,11 @@ namespace gpuperf_softmax {
 
 namespace cg = cooperative_groups;
 
-enum class DType : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
+using gpuperf_common::DType;
+using gpuperf_common::from_float;
+using gpuperf_common::to_float;
+
 enum class Path : int { kAuto = 0, kWarp = 1, kBlock = 2, kCluster = 3 };
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
 
 // Element bits <-> float (host and device, so the packing below can be checked on a CPU).
 template <typename T>
@@ -509,12 +499,7 @@ cudaError_t launch(DType dtype, const void* x, void* y, int64_t rows, int64_t co
 
 }  // namespace gpuperf_softmax
 
-#if !defined(__CUDA_ARCH__) && !defined(GPUPERF_KERNELS_ONLY)  // host pass only: torch and pybind11
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty_like.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/csrc/utils/pybind.h>
+#if !defined(__CUDA_ARCH__) && !defined(GPUPERF_KERNELS_ONLY)  // host pass only: torch and pybind11 (common.cuh)
 
 namespace gpuperf_softmax {
 
@@ -524,13 +509,7 @@ at::Tensor softmax(const at::Tensor& x, int64_t path, int64_t cluster) {
   TORCH_CHECK(path >= 0 && path <= 3, "path must be 0 (auto), 1 (warp), 2 (block) or 3 (cluster)");
   TORCH_CHECK(cluster == 0 || cluster == 1 || cluster == 2 || cluster == 4 || cluster == 8 || cluster == 16,
               "cluster must be 0 (auto), 1, 2, 4, 8 or 16");
-  DType dtype;
-  switch (x.scalar_type()) {
-    case at::kFloat: dtype = DType::kFloat32; break;
-    case at::kBFloat16: dtype = DType::kBFloat16; break;
-    case at::kHalf: dtype = DType::kFloat16; break;
-    default: TORCH_CHECK(false, "unsupported dtype ", x.scalar_type());
-  }
+  const DType dtype = gpuperf_common::dtype_of(x);
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor in = x.contiguous();
   at::Tensor out = at::empty_like(in, at::MemoryFormat::Contiguous);
