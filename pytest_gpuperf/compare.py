@@ -240,8 +240,12 @@ def is_regression(v: Verdict) -> bool:
 
 
 def is_suspect(v: Verdict) -> bool:
-    """Should the plugin re-measure before deciding? (a slowdown or an unsure result)"""
-    return v.time in ("slower", "unsure") or v.memory == "slower"
+    """Should the plugin re-measure before deciding? A slowdown, or an unsure result that is slower by
+    more than the threshold. Not an unsure result whose noise bound alone exceeds the threshold (a
+    kernel of a few µs under the absolute floor): measuring again can't change that verdict."""
+    if v.time == "slower" or v.memory == "slower":
+        return True
+    return v.time == "unsure" and v.change is not None and v.change > v.threshold
 
 
 def judge_all(base_entries: dict[str, dict], now_results: dict[str, dict], threshold: float,

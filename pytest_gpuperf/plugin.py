@@ -62,15 +62,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("gpuperf_retries", "re-measurements of a suspect result before it fails", default="2")
 
 
-def _setting(config: pytest.Config, option: str, ini: str) -> tuple[str, str]:
-    """(value, where it came from) for an option that has an ini key."""
-    value = config.getoption(option)
+def _setting(config: pytest.Config, option: str | None, ini: str) -> tuple[str, str]:
+    """(value, where it came from) for a setting with an ini key and maybe a command-line option."""
+    value = config.getoption(option) if option else None
     if value is not None:
         return str(value), "--" + option.replace("_", "-")
     return str(config.getini(ini)), f"ini key {ini}"
 
 
-def _parse(config: pytest.Config, option: str, ini: str, parse: Callable[[str], Any]) -> Any:
+def _parse(config: pytest.Config, option: str | None, ini: str, parse: Callable[[str], Any]) -> Any:
     text, where = _setting(config, option, ini)
     try:
         return parse(text)
@@ -135,7 +135,7 @@ class Settings:
                 budget_s=budget,
                 batch_s=min(TimingConfig.batch_s, budget / 10),  # a small budget still sees several batches
             ),
-            retries=_count(str(config.getini("gpuperf_retries"))),
+            retries=_parse(config, None, "gpuperf_retries", _count),
             baseline_dir=root / base_text,
             save=bool(config.getoption("gpuperf_save")),
             compare=not config.getoption("gpuperf_no_compare"),
@@ -158,7 +158,6 @@ class GpuPerf:
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
         self.results: dict[str, dict] = {}
-        self.body_passed: set[str] = set()
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self._peaks: Peaks | None = None
         self.collected: set[str] = set()
@@ -179,6 +178,11 @@ class GpuPerf:
         count = torch.cuda.device_count()
         index = self.settings.device_index
         if index is None and self.is_worker:
+            workers = int(self.config.workerinput.get("workercount", 1))
+            if workers > count:
+                raise pytest.UsageError(f"--gpuperf with -n {workers}: only {count} GPU(s) visible; workers sharing a "
+                                        "GPU would time each other's work (use -n {count} or fewer)".replace(
+                                            "{count}", str(count)))
             index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
         if index is not None:
             if index >= count:
@@ -241,6 +245,7 @@ class GpuPerf:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect result records (from this process or, under xdist, from the workers)."""
         if report.when == "call":
+            self.collected.add(report.nodeid)  # an xdist controller collects nothing itself
             for key, value in report.user_properties:
                 if key == RECORD:
                     self.results[report.nodeid] = value
@@ -262,20 +267,31 @@ class GpuPerf:
         results = list(self.results.values())
         s = self.settings
         sw = software_versions()
-        device = dict(self.device, peaks=dict(self.peaks.values))
-        try:
-            if s.save and results:
-                entries = {r["nodeid"]: baseline_mod.entry_from_result(r) for r in results if r.get("body_passed")}
-                baseline_mod.save(self.baseline_path, device, sw, entries)
-                self.saved = len(entries)
-            if s.json_path:
-                report.write_json(s.json_path, results, device, sw, self.started_at)
-            if s.markdown_path:
-                report.write_markdown(s.markdown_path, results, device, sw)
-            if s.plot_dir:
-                report.write_plots(s.plot_dir, results, self.baseline, device=device)
-        except (baseline_mod.BaselineError, OSError) as exc:
-            self.write_error = str(exc)
+        stored = self.baseline.device.get("peaks", {}) if self.baseline else {}
+        device = dict(self.device, peaks={**stored, **self.peaks.values})  # a run that measured none keeps them
+        errors = []
+
+        def save() -> None:
+            entries = {r["nodeid"]: baseline_mod.entry_from_result(r) for r in results
+                       if r.get("body_passed") and r["median_ms"] > 0}
+            baseline_mod.save(self.baseline_path, device, sw, entries)
+            self.saved = len(entries)
+
+        outputs = [(s.save and results, save),
+                   (s.json_path, lambda: report.write_json(s.json_path, results, device, sw, self.started_at)),
+                   (s.markdown_path, lambda: report.write_markdown(s.markdown_path, results, device, sw)),
+                   (s.plot_dir, lambda: report.write_plots(s.plot_dir, results, self.baseline, device=device))]
+        for wanted, write in outputs:
+            if not wanted:
+                continue
+            try:
+                write()
+            except ImportError as exc:
+                errors.append(f"{exc} (plots need matplotlib: pip install 'pytest-gpuperf[plot]')")
+            except (baseline_mod.BaselineError, OSError, ValueError) as exc:
+                errors.append(str(exc))
+        if errors:
+            self.write_error = "; ".join(errors)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -329,17 +345,18 @@ class GpuBenchmark:
         self._item = item
         self.stats: dict[str, Any] | None = None
         self.measurement: Measurement | None = None
+        self._called = False
 
     def __call__(self, fn: Callable[..., Any], *args: Any, bytes: int | None = None, flops: int | None = None,
                  **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        if self.stats is not None or self.measurement is not None:
+        if self._called:
             raise RuntimeError(f"gpu_benchmark was already called in {self._item.nodeid}; "
                                "call it once per test (parametrize for more cases)")
+        self._called = True
         call = functools.partial(fn, *args, **kwargs)
         with _oom_is_skip(self._item.nodeid):
             if not self._perf.settings.enabled:
-                self.measurement = None
                 return call()
             record, measurement = self._measure(call, (args, kwargs), bytes, flops)
         self.stats = record
@@ -359,7 +376,7 @@ class GpuBenchmark:
             base = perf.baseline.entries.get(self._item.nodeid)
         best: tuple[dict, Measurement] | None = None
         for attempt in range(settings.retries + 1):
-            measurement = measure(call, settings.timing, inputs=inputs)
+            measurement = measure(call, settings.timing, inputs=inputs, prefer=(base or {}).get("method"))
             record = self._record(measurement, inputs, nbytes, flops)
             if best is None or record["median_ms"] < best[0]["median_ms"]:
                 best = (record, measurement)
@@ -390,8 +407,11 @@ class GpuBenchmark:
     def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None) -> dict[str, Any]:
         s = m.stats
         seconds = s.median_ms / 1e3
-        gbps = nbytes / seconds / 1e9 if nbytes else None
-        tflops = flops / seconds / 1e12 if flops else None
+        # plain ints: numpy scalars (np.prod(shape) * 4) can't cross to an xdist controller
+        nbytes = None if nbytes is None else int(nbytes)
+        flops = None if flops is None else int(flops)
+        gbps = nbytes / seconds / 1e9 if nbytes and seconds > 0 else None
+        tflops = flops / seconds / 1e12 if flops and seconds > 0 else None
         pct = None
         if m.method != "cpu" or not has_cuda():
             fractions = []

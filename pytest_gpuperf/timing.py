@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import math
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -105,7 +106,7 @@ def summarize(samples_ms: list[float], batch_medians: list[float] | None = None)
     n = len(data)
     median = statistics.median(data)
     mad = statistics.median(abs(x - median) for x in data)
-    half = _ci_half_width(median, data, batch_medians)
+    half = _ci_half_width(median, data, batch_medians) if n > 1 else math.inf  # one sample: no interval
     lo, hi = median - half, median + half
     q1, _, q3 = statistics.quantiles(data, n=4) if n > 1 else (median, median, median)
     return Stats(
@@ -151,15 +152,18 @@ class Measurement:
 
 
 def iter_tensors(obj: Any, depth: int = 0):
-    """The tensors in `obj`: itself, or inside lists, tuples and dicts up to 3 levels deep."""
-    import torch
+    """The tensors in `obj`: itself, or inside lists, tuples and dicts up to 5 levels deep (the
+    plugin passes `(args, kwargs)`, which takes two of them)."""
+    torch = sys.modules.get("torch")
+    if torch is None:  # no torch imported: no tensor can exist
+        return
 
     if isinstance(obj, torch.Tensor):
         yield obj
-    elif depth < 3 and isinstance(obj, (list, tuple)):
+    elif depth < 5 and isinstance(obj, (list, tuple)):
         for item in obj:
             yield from iter_tensors(item, depth + 1)
-    elif depth < 3 and isinstance(obj, dict):
+    elif depth < 5 and isinstance(obj, dict):
         for item in obj.values():
             yield from iter_tensors(item, depth + 1)
 
@@ -178,15 +182,24 @@ def on_cuda(obj: Any) -> bool:
     return any(t.is_cuda for t in iter_tensors(obj))
 
 
-def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs: Any = ()) -> Measurement:
-    """Time `fn()`; CUDA timing when `inputs` or fn's result live on a CUDA device, a host clock otherwise."""
+def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs: Any = (),
+            prefer: str | None = None) -> Measurement:
+    """Time `fn()`; CUDA timing when `inputs` or fn's result live on a CUDA device, a host clock otherwise.
+
+    `prefer` names the method a baseline was measured with ('events' or 'graph'): the automatic
+    choice flips on calls near its 20 µs boundary, and the two methods see different cache states,
+    so a comparison should time both sides the same way."""
     config = config or TimingConfig()
     start = time.perf_counter()
     value = fn()  # compile / autotune / load; also tells where the work runs
+    torch = sys.modules.get("torch")
+    cuda_in_use = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
     if on_cuda(inputs) or on_cuda(value):
-        m = _CudaTimer(fn, config, inputs).run()
+        m = _CudaTimer(fn, config, inputs, prefer).run()
     else:
-        m = _measure_cpu(fn, config, value)
+        # No CUDA tensor in sight, yet the callable may launch work (a kernel writing into a buffer it
+        # closes over): a host clock then only sees launches unless each sample waits for the device.
+        m = _measure_cpu(fn, config, value, sync=torch.cuda.synchronize if cuda_in_use else None)
     m.wall_s = time.perf_counter() - start
     return m
 
@@ -199,7 +212,8 @@ def _stop(samples: list[float], batch_medians: list[float], config: TimingConfig
     return ci_relative(summarize(samples, batch_medians)) <= config.precision
 
 
-def _measure_cpu(fn: Callable[[], Any], config: TimingConfig, value: Any) -> Measurement:
+def _measure_cpu(fn: Callable[[], Any], config: TimingConfig, value: Any,
+                 sync: Callable[[], None] | None) -> Measurement:
     deadline = time.perf_counter() + config.warmup_s
     t0 = time.perf_counter()
     calls = 0
@@ -218,22 +232,25 @@ def _measure_cpu(fn: Callable[[], Any], config: TimingConfig, value: Any) -> Mea
             t = time.perf_counter()
             for _ in range(inner):
                 fn()
+            if sync is not None:
+                sync()
             batch.append((time.perf_counter() - t) * 1e3 / inner)
         samples.extend(batch)
         batch_medians.append(statistics.median(batch))
-    return Measurement(samples, "cpu", inner, "n/a", batch_medians, value=value)
+    return Measurement(samples, "cpu" if sync is None else "host-sync", inner, "n/a", batch_medians, value=value)
 
 
 class _CudaTimer:
     """One CUDA measurement: warm-up and calibration, method choice, then batches of samples."""
 
-    def __init__(self, fn: Callable[[], Any], config: TimingConfig, inputs: Any) -> None:
+    def __init__(self, fn: Callable[[], Any], config: TimingConfig, inputs: Any, prefer: str | None) -> None:
         import torch
 
         self.torch = torch
         self.fn = fn
         self.config = config
         self.inputs = inputs
+        self.prefer = prefer
         self.index = torch.cuda.current_device()
         self.warnings: list[str] = []
         self.clocks: list[int] = []
@@ -301,12 +318,18 @@ class _CudaTimer:
             self.clocks.append(state.sm_clock_mhz)
         self.throttle.update(state.throttle)
 
-    def _batch(self, body: Callable[[], None], n: int, host_ms: float, flush, sync: bool) -> list[float]:
-        """n samples of [flush][start][body][end] queued behind a spin; raw event times in ms."""
+    def _batch(self, body: Callable[[], None], n: int, host_ms: float, flush, sync: bool,
+               pad_each: bool = False) -> list[float]:
+        """n samples of [flush][start][body][end] queued behind a spin; raw event times in ms.
+
+        `pad_each` spins before every sample, for bodies whose launches take longer than their GPU
+        time: one spin at the head of the batch would be eaten after a few samples."""
         torch = self.torch
         events = [(self._event(), self._event()) for _ in range(n)]
         self._pad(host_ms * 2)
         for begin, end in events:
+            if pad_each:
+                self._pad(host_ms)
             if flush is not None:
                 flush()
             begin.record()
@@ -321,11 +344,12 @@ class _CudaTimer:
         """What an event pair reads around nothing, taken the way samples are (once per device and mode)."""
         key = (self.index, flush is not None)
         if key not in _OVERHEAD:
-            _OVERHEAD[key] = statistics.median(self._batch(lambda: None, 200, 0.02, flush, sync=False))
+            # the spin covers the whole batch's enqueue (~10 µs a pair), or the pairs would read host gaps
+            _OVERHEAD[key] = statistics.median(self._batch(lambda: None, 200, 200 * 0.01, flush, sync=False))
         return _OVERHEAD[key]
 
     def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, flush,
-                sync: bool) -> tuple[list[float], list[float]]:
+                sync: bool, pad_each: bool = False) -> tuple[list[float], list[float]]:
         """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call."""
         overhead = self._timer_overhead_ms(flush)
         flush_ms = 0.0 if flush is None else flush.nbytes / 2.5e9  # ~2.5 TB/s read: only sizes batches
@@ -334,7 +358,7 @@ class _CudaTimer:
         batch_medians: list[float] = []
         started = time.perf_counter()
         while not _stop(samples, batch_medians, self.config, started):
-            raw = self._batch(body, per_batch, host_ms, flush, sync)
+            raw = self._batch(body, per_batch, host_ms, flush, sync, pad_each)
             batch = [max(t - overhead, 0.0) / divisor for t in raw]
             samples.extend(batch)
             batch_medians.append(statistics.median(batch))
@@ -365,6 +389,16 @@ class _CudaTimer:
         raw = self._batch(self.fn, 9, 0.5, flush, sync=False)
         return max(statistics.median(raw) - self._timer_overhead_ms(flush), 1e-4)
 
+    def _launch_bound(self, gpu_ms: float, host_ms: float) -> bool:
+        """Time in a CUDA graph? Yes when events can't resolve the call or its launches outrun it; a
+        preferred method (the baseline's) wins where it can measure the call honestly."""
+        host_bound = host_ms > LAUNCH_BOUND_RATIO * gpu_ms
+        if self.prefer == "graph":
+            return True
+        if self.prefer == "events":
+            return host_bound
+        return host_bound or gpu_ms < GRAPH_BELOW_MS
+
     def run(self) -> Measurement:
         host_ms = self._warmup()
         pending = self._pending_ms()
@@ -378,7 +412,7 @@ class _CudaTimer:
                 "uses other streams; each sample waits for the whole device (times include a synchronize)")
             method, calls = "device-sync", 1
             samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
-        elif gpu_ms < GRAPH_BELOW_MS or host_ms > LAUNCH_BOUND_RATIO * gpu_ms:
+        elif self._launch_bound(gpu_ms, host_ms):
             calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
             graph = self._graph(calls)
             if graph is not None:
@@ -392,7 +426,8 @@ class _CudaTimer:
                     for _ in range(calls):
                         self.fn()
 
-                samples, batches = self._sample(body, host_ms * calls, gpu_ms * calls, calls, flush, sync=False)
+                samples, batches = self._sample(body, host_ms * calls, gpu_ms * calls, calls, flush, sync=False,
+                                                pad_each=True)
         else:
             method, calls = "events", 1
             samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False)

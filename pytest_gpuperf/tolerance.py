@@ -69,9 +69,11 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None, atol:
         raise AssertionError(f"gpu_assert_close: {name} is on {actual.device} but expected is on {expected.device}; "
                              "compute the reference on the same device")
     precision = precision or str(actual.dtype).removeprefix("torch.")
-    default_rtol, default_atol = default_tolerance(precision)
-    rtol = default_rtol if rtol is None else rtol
-    atol = default_atol if atol is None else atol
+    if rtol is None or atol is None:
+        exact = not (actual.is_floating_point() or actual.is_complex())  # integers and bools: equality
+        default_rtol, default_atol = (0.0, 0.0) if exact else default_tolerance(precision)
+        rtol = default_rtol if rtol is None else rtol
+        atol = default_atol if atol is None else atol
 
     a = actual.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)

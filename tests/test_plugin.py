@@ -227,3 +227,24 @@ def test_remaining_options_are_accepted_and_shown_in_the_header(suite: pytest.Py
                              "--gpuperf-trace-dir", "traces", "--gpuperf-threshold", "7.5%", *FAST)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["gpuperf: cache=warm, threshold=7.5%, precision=2.00%, budget=0.15s; baseline: none yet*"])
+
+
+def test_bad_retries_ini_is_a_usage_error(suite: pytest.Pytester) -> None:
+    suite.makeini("[pytest]\ngpuperf_retries = abc\n")
+    result = suite.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini key gpuperf_retries: 'abc' is not a non-negative whole number*"])
+
+
+def test_numpy_cost_numbers_reach_the_xdist_controller(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile("""
+        import numpy as np
+        def test_a(gpu_benchmark):
+            gpu_benchmark(sum, range(100), bytes=np.prod((10, 80)), flops=np.int64(100))
+        def test_b(gpu_benchmark):
+            gpu_benchmark(sum, range(100))
+    """)
+    result = pytester.runpytest_subprocess("-n", "2", "--gpuperf", *FAST)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*2 measured: 2 new*"])

@@ -37,8 +37,11 @@ def test_explicit_tolerances_and_named_precisions() -> None:
     assert_close(out, ref, precision="tf32")  # 2e-3 relative
     assert_close(out, ref, rtol=0.01, atol=0)
     assert TOLERANCES["bfloat16"] == (1.6e-2, 1e-5)
-    with pytest.raises(ValueError, match="no default tolerance for 'int8'"):
-        assert_close(torch.ones(2, dtype=torch.int8), torch.ones(2, dtype=torch.int8))
+    assert_close(torch.arange(5), torch.arange(5))  # integers compare exactly
+    with pytest.raises(AssertionError, match="1 of 5 elements"):
+        assert_close(torch.arange(5), torch.arange(5) + (torch.arange(5) == 2))
+    with pytest.raises(ValueError, match="no default tolerance for 'int8x'"):
+        assert_close(out, ref, precision="int8x")
 
 
 @pytest.mark.parametrize("planted, expected_text", [
