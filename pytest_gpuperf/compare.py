@@ -89,7 +89,8 @@ class Verdict:
     message: str
 
 
-def _num(x) -> float | None:
+def as_number(x) -> float | None:
+    """x as a finite float, or None for anything else (None, bools, strings, NaN, inf)."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
     x = float(x)
@@ -98,14 +99,14 @@ def _num(x) -> float | None:
 
 def relative_halfwidth(record: dict) -> float:
     """Relative half-width of the 95% confidence interval of this record's median."""
-    median = _num(record.get("median_ms"))
+    median = as_number(record.get("median_ms"))
     ci = record.get("ci_ms")
     if median and isinstance(ci, (list, tuple)) and len(ci) == 2:
-        lo, hi = _num(ci[0]), _num(ci[1])
+        lo, hi = as_number(ci[0]), as_number(ci[1])
         if lo is not None and hi is not None and hi >= lo:
             return (hi - lo) / 2.0 / median
-    noise = _num(record.get("noise")) or 0.0
-    samples = _num(record.get("samples")) or 1.0
+    noise = as_number(record.get("noise")) or 0.0
+    samples = as_number(record.get("samples")) or 1.0
     return Z * MEDIAN_SE_FACTOR * noise / math.sqrt(max(samples, 1.0))
 
 
@@ -115,14 +116,14 @@ def clock_change(base: dict, now: dict) -> float:
     A compute-bound kernel's time follows the SM clock, which power management moves by 10% and more
     between runs (bf16 matmul on an H100: 1380-1680 MHz under the power cap); a change that the clock
     change can explain is not evidence of a regression."""
-    b, n = _num(base.get("sm_clock_mhz")), _num(now.get("sm_clock_mhz"))
+    b, n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
     return abs(n / b - 1.0) if b and n and b > 0 else 0.0
 
 
 def noise_bound(base: dict, now: dict) -> float:
     """The relative change that the noise of both sides, run-to-run drift (relative and absolute) and
     clocks can explain."""
-    base_ms = _num(base.get("median_ms")) or 0.0
+    base_ms = as_number(base.get("median_ms")) or 0.0
     absolute = NOISE_FLOOR_MS / base_ms if base_ms > 0 else 0.0
     return (math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + NOISE_FLOOR + absolute
             + clock_change(base, now))
@@ -158,8 +159,8 @@ def _pct(x: float) -> str:
 
 
 def _judge_memory(base: dict, now: dict, threshold: float) -> tuple[str, float | None, str]:
-    b = _num(base.get("peak_memory_bytes"))
-    n = _num(now.get("peak_memory_bytes"))
+    b = as_number(base.get("peak_memory_bytes"))
+    n = as_number(now.get("peak_memory_bytes"))
     if b is None or n is None:
         return "same", None, ""
     change = (n / b - 1.0) if b > 0 else None
@@ -184,14 +185,14 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
         return Verdict("missing", "missing", None, None, None, None, threshold, None,
                        "missing: neither a baseline entry nor a measurement")
     if base is None:
-        now_ms = _num(now.get("median_ms"))
+        now_ms = as_number(now.get("median_ms"))
         return Verdict("new", "new", None, None, None, now_ms, threshold, None,
                        f"new: {fmt_ms(now_ms)}, no baseline entry to compare with")
-    base_ms = _num(base.get("median_ms"))
+    base_ms = as_number(base.get("median_ms"))
     if now is None:
         return Verdict("missing", "missing", None, None, base_ms, None, threshold, None,
                        f"missing: baseline {fmt_ms(base_ms)}, not measured in this run")
-    now_ms = _num(now.get("median_ms"))
+    now_ms = as_number(now.get("median_ms"))
     if not base_ms or base_ms <= 0 or not now_ms or now_ms <= 0:
         memory, memory_change, mem_text = _judge_memory(base, now, threshold)
         return Verdict("unsure", memory, None, memory_change, base_ms, now_ms, threshold, None,
@@ -223,7 +224,7 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
             parts.append("the change is within the noise")
         else:
             parts.append("the noise is larger than the threshold, so a threshold-sized change could not be seen")
-    clk_b, clk_n = _num(base.get("sm_clock_mhz")), _num(now.get("sm_clock_mhz"))
+    clk_b, clk_n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
     throttle = now.get("throttle")

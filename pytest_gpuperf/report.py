@@ -19,21 +19,14 @@ from typing import Any, Iterable
 
 from .baseline import Baseline, BaselineError  # noqa: F401  (re-exported: load_results raises it)
 from .baseline import load as load_baseline
-from .compare import DEFAULT_THRESHOLD, fmt_bytes, fmt_ms, judge
+from .compare import DEFAULT_THRESHOLD, as_number, fmt_bytes, fmt_ms, judge
 
 # ----------------------------------------------------------------------------------------------
 # formatting helpers
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
 def _fmt_rate(x: Any) -> str:
-    x = _num(x)
+    x = as_number(x)
     if x is None:
         return "-"
     if x >= 100:
@@ -44,17 +37,17 @@ def _fmt_rate(x: Any) -> str:
 
 
 def _fmt_pct(x: Any, digits: int = 1) -> str:
-    x = _num(x)
+    x = as_number(x)
     return "-" if x is None else f"{x:.{digits}f}%"
 
 
 def _fmt_change(x: Any) -> str:
-    x = _num(x)
+    x = as_number(x)
     return "" if x is None else f"{x * 100:+.1f}%".replace("-0.0%", "+0.0%")
 
 
 def _fmt_mem(x: Any) -> str:
-    x = _num(x)
+    x = as_number(x)
     return "-" if x is None else fmt_bytes(x)
 
 
@@ -137,7 +130,7 @@ def _summary_counts(results: list[dict]) -> str:
 def _peaks_text(peaks: dict | None) -> str:
     shown = []
     for k, v in (peaks or {}).items():
-        if _num(v) is None:
+        if as_number(v) is None:
             continue
         if k.endswith("_gbps"):
             shown.append(f"{k[:-5]} {_fmt_rate(v)} GB/s")
@@ -173,9 +166,9 @@ _COLUMNS = (  # header, width, align
 
 
 def _cells(r: dict) -> list[str]:
-    noise = _num(r.get("noise"))
+    noise = as_number(r.get("noise"))
     return [
-        fmt_ms(_num(r.get("median_ms"))),
+        fmt_ms(as_number(r.get("median_ms"))),
         "-" if noise is None else f"{noise * 100:.1f}%",
         _fmt_rate(r.get("gbps")),
         _fmt_rate(r.get("tflops")),
@@ -395,7 +388,7 @@ def _finite(obj: Any) -> Any:
 
 def _stats_seconds(r: dict) -> dict:
     """pytest-benchmark's "stats" block, in seconds."""
-    data_ms = [float(x) for x in (r.get("data") or []) if _num(x) is not None and x > 0]
+    data_ms = [float(x) for x in (r.get("data") or []) if as_number(x) is not None and x > 0]
     stats: dict[str, Any] = {}
     if data_ms:
         try:
@@ -407,22 +400,22 @@ def _stats_seconds(r: dict) -> dict:
             stats = s.as_dict()
         except Exception:
             stats = {}
-    median = (_num(r.get("median_ms")) or (statistics.median(data_ms) if data_ms else 0.0)) / 1e3
+    median = (as_number(r.get("median_ms")) or (statistics.median(data_ms) if data_ms else 0.0)) / 1e3
     over = {
         "min": r.get("min_ms"), "max": r.get("max_ms"), "mean": r.get("mean_ms"),
         "stddev": r.get("stddev_ms"), "median": r.get("median_ms"),
     }
     for k, v in over.items():
-        if _num(v) is not None:
+        if as_number(v) is not None:
             stats[k] = float(v) / 1e3
     stats.setdefault("median", median)
     stats.setdefault("mean", median)
     stats.setdefault("min", median)
     stats.setdefault("max", median)
     stats.setdefault("stddev", 0.0)
-    rounds = int(_num(r.get("samples")) or len(data_ms) or 1)
+    rounds = int(as_number(r.get("samples")) or len(data_ms) or 1)
     stats["rounds"] = rounds
-    q1, q3 = _num(r.get("q1_ms")), _num(r.get("q3_ms"))
+    q1, q3 = as_number(r.get("q1_ms")), as_number(r.get("q3_ms"))
     if q1 is not None and q3 is not None and "q1" not in stats:
         stats["q1"], stats["q3"], stats["iqr"] = q1 / 1e3, q3 / 1e3, (q3 - q1) / 1e3
         stats["ld15iqr"] = max(stats["min"], stats["q1"] - 1.5 * stats["iqr"])
@@ -430,7 +423,7 @@ def _stats_seconds(r: dict) -> dict:
         stats["iqr_outliers"] = stats["stddev_outliers"] = 0
         stats["outliers"] = "0;0"
     if "q1" not in stats:
-        sigma = (_num(r.get("noise")) or 0.0) * stats["median"]
+        sigma = (as_number(r.get("noise")) or 0.0) * stats["median"]
         stats["q1"] = stats["median"] - 0.6745 * sigma
         stats["q3"] = stats["median"] + 0.6745 * sigma
         stats["iqr"] = stats["q3"] - stats["q1"]
@@ -447,7 +440,7 @@ def _stats_seconds(r: dict) -> dict:
     if data_ms:
         out["data"] = [x / 1e3 for x in data_ms]
     # each sample is already the time of one call (graph/batched samples are divided by the calls they hold)
-    out["iterations"] = int(_num(r.get("iterations")) or _num(r.get("calls_per_sample")) or 1)
+    out["iterations"] = int(as_number(r.get("iterations")) or as_number(r.get("calls_per_sample")) or 1)
     return out
 
 
@@ -502,7 +495,7 @@ def benchmark_json(results: list[dict], device: dict, software: dict, started_at
         pb_version = "5.1.0"
     benches = []
     for r in results:
-        if _num(r.get("median_ms")) is None:
+        if as_number(r.get("median_ms")) is None:
             continue  # "missing" rows and the like have no measurement
         nodeid = r.get("nodeid") or r.get("name") or ""
         name = r.get("name") or _name_of(nodeid)
@@ -523,7 +516,7 @@ def benchmark_json(results: list[dict], device: dict, software: dict, started_at
             "options": {
                 "disable_gc": False,
                 "timer": f"gpuperf.{r.get('method') or 'events'}",
-                "min_rounds": int(_num(r.get("samples")) or 1),
+                "min_rounds": int(as_number(r.get("samples")) or 1),
                 "max_time": None,
                 "min_time": None,
                 "warmup": True,
@@ -565,21 +558,21 @@ def _from_benchmark(path: Path, b: Any, index: int) -> dict:
     st = b["stats"]
     fullname = str(b.get("fullname") or b.get("name") or f"benchmark-{index}")
     name_full = str(b.get("name") or fullname.split("::")[-1])
-    median = _num(st.get("median"))
+    median = as_number(st.get("median"))
     if median is None or median <= 0:
         raise ValueError(f"{path}: benchmark {fullname!r}: stats.median must be a positive number of seconds, "
                          f"got {st.get('median')!r}")
     extra = b.get("extra_info") if isinstance(b.get("extra_info"), dict) else {}
-    data_ms = [float(x) * 1e3 for x in (st.get("data") or []) if _num(x) is not None]
+    data_ms = [float(x) * 1e3 for x in (st.get("data") or []) if as_number(x) is not None]
 
     def ms(key):
-        v = _num(st.get(key))
+        v = as_number(st.get(key))
         return None if v is None else v * 1e3
 
-    noise = _num(extra.get("noise"))
+    noise = as_number(extra.get("noise"))
     if noise is None:
         noise = _robust_noise(data_ms)
-    if noise is None and _num(st.get("iqr")) is not None:
+    if noise is None and as_number(st.get("iqr")) is not None:
         noise = float(st["iqr"]) / 1.349 / median
     rec = {
         "nodeid": fullname,
@@ -592,7 +585,7 @@ def _from_benchmark(path: Path, b: Any, index: int) -> dict:
         "max_ms": ms("max"),
         "stddev_ms": ms("stddev"),
         "noise": noise,
-        "samples": int(_num(st.get("rounds")) or len(data_ms) or 1),
+        "samples": int(as_number(st.get("rounds")) or len(data_ms) or 1),
     }
     for k in _EXTRA_KEYS:
         if k in extra and k not in ("noise",):
@@ -662,10 +655,10 @@ _VERDICT_COLOR = {"slower": "#C0392B", "faster": "#1E8449", "unsure": "#B9770E"}
 def _metric(rows: list[dict]) -> tuple[str, str, bool]:
     """(key, axis label, higher_is_better) for a set of records."""
     for key, label in (("pct_of_peak", "% of peak"), ("gbps", "GB/s"), ("tflops", "TFLOP/s")):
-        if rows and all(_num(r.get(key)) is not None for r in rows):
+        if rows and all(as_number(r.get(key)) is not None for r in rows):
             return key, label, True
     for key, label in (("pct_of_peak", "% of peak"), ("gbps", "GB/s"), ("tflops", "TFLOP/s")):
-        if sum(_num(r.get(key)) is not None for r in rows) * 2 >= len(rows) > 0:
+        if sum(as_number(r.get(key)) is not None for r in rows) * 2 >= len(rows) > 0:
             return key, label, True
     return "median_ms", "median time (ms), lower is better", False
 
@@ -674,10 +667,10 @@ def _value(r: dict | None, key: str, like: dict | None = None) -> float | None:
     """r's value of key; for a baseline entry without it, derived from ``like`` (throughput ~ 1/time)."""
     if not r:
         return None
-    v = _num(r.get(key))
+    v = as_number(r.get(key))
     if v is not None or like is None or key == "median_ms":
         return v
-    lv, lm, rm = _num(like.get(key)), _num(like.get("median_ms")), _num(r.get("median_ms"))
+    lv, lm, rm = as_number(like.get(key)), as_number(like.get("median_ms")), as_number(r.get("median_ms"))
     if lv is None or not lm or not rm:
         return None
     return lv * lm / rm
@@ -755,15 +748,15 @@ def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suf
             base = r.get("baseline") if isinstance(r.get("baseline"), dict) else base_entries.get(r.get("nodeid"))
             bv = _value(base, key, like=r)
             text = _fmt_value(v, key)
-            if key != "median_ms" and _num(r.get("median_ms")):
-                text += f"  {fmt_ms(_num(r.get('median_ms')))}"
+            if key != "median_ms" and as_number(r.get("median_ms")):
+                text += f"  {fmt_ms(as_number(r.get('median_ms')))}"
             if bv is not None:
                 any_base = True
                 vmax = max(vmax, bv)
                 ax.plot([bv, bv], [y - bar_h * 0.48, y + bar_h * 0.48], color="black", linewidth=2.2,
                         solid_capstyle="butt", zorder=3)
-                change = _num(r.get("change"))
-                if change is None and _num(base.get("median_ms")) and _num(r.get("median_ms")):
+                change = as_number(r.get("change"))
+                if change is None and as_number(base.get("median_ms")) and as_number(r.get("median_ms")):
                     change = r["median_ms"] / base["median_ms"] - 1.0
                 if change is not None and (abs(change) >= 0.005 or verdict in _VERDICT_COLOR):
                     text += f"  {change * 100:+.1f}% time"
@@ -773,7 +766,7 @@ def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suf
             mem_verdict = r.get("memory_verdict")
             mem_color = None
             if mem_verdict in ("slower", "faster"):
-                mb, mn = _num((base or {}).get("peak_memory_bytes")), _num(r.get("peak_memory_bytes"))
+                mb, mn = as_number((base or {}).get("peak_memory_bytes")), as_number(r.get("peak_memory_bytes"))
                 grew = "grew" if mem_verdict == "slower" else "shrank"
                 text += f"  peak mem {grew}" + (f" {mn / mb * 100 - 100:+.0f}%" if mb and mn else "")
                 mem_color = _VERDICT_COLOR[mem_verdict]
@@ -889,12 +882,12 @@ def plot_files(out: Path, labeled: list[tuple[str, list[dict]]]) -> Path:
                 ax.barh(y, v, height=bar_h * 0.88, color=colors[fi])
                 vmax = max(vmax, v)
                 text = _fmt_value(v, key)
-                if key != "median_ms" and _num(r.get("median_ms")):
-                    text += f"  {fmt_ms(_num(r.get('median_ms')))}"
+                if key != "median_ms" and as_number(r.get("median_ms")):
+                    text += f"  {fmt_ms(as_number(r.get('median_ms')))}"
                 tcolor = "#222222"
                 if first is None:
                     first = r
-                elif _num(first.get("median_ms")) and _num(r.get("median_ms")):
+                elif as_number(first.get("median_ms")) and as_number(r.get("median_ms")):
                     change = r["median_ms"] / first["median_ms"] - 1.0
                     if abs(change) >= 0.005:
                         text += f"  {_fmt_change(change)} time vs {labeled[first_fi][0]}"
