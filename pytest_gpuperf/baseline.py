@@ -290,6 +290,31 @@ def _file_mode(path: Path) -> int:
         return 0o666 & ~umask
 
 
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
+    """Write `text` through a temp file in the same directory, fsync and rename: a reader (or a crash)
+    sees the old file or the new one, never half of one. `mode` defaults to 0o666 less the umask."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def save(path: Path, device: dict, software: dict, entries: dict[str, dict]) -> Baseline:
     """Merge ``entries`` (test id -> entry) into the baseline at ``path`` and write it atomically.
 
@@ -329,21 +354,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict]) -> 
             merged.update(entries)
             recorded_at = _utc_now()
             text = _dump(device, software, recorded_at, merged)
-            mode = _file_mode(path)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(text)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.chmod(tmp, mode)
-                os.replace(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            atomic_write_text(path, text, _file_mode(path))
     except Timeout:
         raise BaselineError(
             f"{path}: timed out after {LOCK_TIMEOUT_S:.0f} s waiting for the lock {path}.lock; if no other "

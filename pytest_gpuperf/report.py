@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import re
 import statistics
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
 from .baseline import Baseline, BaselineError  # noqa: F401  (re-exported: load_results raises it)
+from .baseline import atomic_write_text
 from .baseline import load as load_baseline
 from .compare import DEFAULT_THRESHOLD, as_number, fmt_bytes, fmt_ms, judge
 
@@ -330,27 +329,8 @@ def markdown(results: list[dict], device: dict, software: dict) -> str:
     return "\n".join(out)
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def write_markdown(path: Path, results: list[dict], device: dict, software: dict) -> None:
-    _atomic_write_text(Path(path), markdown(results, device, software))
+    atomic_write_text(Path(path), markdown(results, device, software))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -535,7 +515,7 @@ def benchmark_json(results: list[dict], device: dict, software: dict, started_at
 def write_json(path: Path, results: list[dict], device: dict, software: dict, started_at: str) -> None:
     """Results in pytest-benchmark's JSON format (``pytest-benchmark compare FILE`` reads it)."""
     doc = benchmark_json(results, device, software, started_at)
-    _atomic_write_text(Path(path), json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(Path(path), json.dumps(doc, indent=2, allow_nan=False) + "\n")
 
 
 # ----------------------------------------------------------------------------------------------
