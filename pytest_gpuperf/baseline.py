@@ -43,6 +43,7 @@ ENTRY_KEYS = (
     "gbps",
     "tflops",
     "pct_of_peak",
+    "bound",
     "peak_memory_bytes",
     "method",
     "cache",

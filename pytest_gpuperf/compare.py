@@ -116,6 +116,8 @@ def clock_change(base: dict, now: dict) -> float:
     A compute-bound kernel's time follows the SM clock, which power management moves by 10% and more
     between runs (bf16 matmul on an H100: 1380-1680 MHz under the power cap); a change that the clock
     change can explain is not evidence of a regression."""
+    if now.get("bound") == "memory":  # a memory-bound kernel's time doesn't follow the SM clock
+        return 0.0
     b, n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
     return abs(n / b - 1.0) if b and n and b > 0 else 0.0
 

@@ -412,15 +412,17 @@ class GpuBenchmark:
         flops = None if flops is None else int(flops)
         gbps = nbytes / seconds / 1e9 if nbytes and seconds > 0 else None
         tflops = flops / seconds / 1e12 if flops and seconds > 0 else None
-        pct = None
+        pct = bound = None
         if m.method != "cpu" or not has_cuda():
-            fractions = []
+            fractions = {}
             if gbps is not None:
-                fractions.append(gbps / self._perf.peaks.copy_gbps())
+                fractions["memory"] = gbps / self._perf.peaks.copy_gbps()
             dtype = _float_dtype(inputs) if tflops is not None else None
             if dtype is not None:
-                fractions.append(tflops / self._perf.peaks.matmul_tflops(dtype))
-            pct = 100 * max(fractions) if fractions else None
+                fractions["compute"] = tflops / self._perf.peaks.matmul_tflops(dtype)
+            if fractions:
+                bound = max(fractions, key=fractions.get)  # the roofline side the call is nearer to
+                pct = 100 * fractions[bound]
         item = self._item
         marker = item.get_closest_marker("gpuperf")
         name = getattr(item, "originalname", item.name)
@@ -431,7 +433,7 @@ class GpuBenchmark:
             "median_ms": s.median_ms, "mean_ms": s.mean_ms, "min_ms": s.min_ms, "max_ms": s.max_ms,
             "stddev_ms": s.stddev_ms, "q1_ms": s.q1_ms, "q3_ms": s.q3_ms, "noise": s.noise,
             "ci_ms": list(s.ci_ms), "samples": s.samples, "gbps": gbps, "tflops": tflops, "pct_of_peak": pct,
-            "bytes": nbytes, "flops": flops, "peak_memory_bytes": m.peak_memory_bytes,
+            "bytes": nbytes, "flops": flops, "bound": bound, "peak_memory_bytes": m.peak_memory_bytes,
             "method": m.method, "calls_per_sample": m.calls_per_sample, "cache": m.cache,
             "sm_clock_mhz": m.sm_clock_mhz, "throttle": m.throttle, "warnings": m.warnings,
             "wall_s": m.wall_s, "measured_s": m.measured_s, "data": m.samples_ms,

@@ -255,29 +255,35 @@ class _CudaTimer:
         self.warnings: list[str] = []
         self.clocks: list[int] = []
         self.throttle: set[str] = set()
+        self.long_call = False
 
     # -- calibration -------------------------------------------------------------------------
     def _event(self):
         return self.torch.cuda.Event(enable_timing=True)
 
     def _warmup(self) -> float:
-        """Call fn until the warm-up time is spent (clocks, caches, allocator); return its host enqueue ms."""
+        """Call fn until the warm-up time is spent (clocks, caches, allocator); return its host enqueue ms.
+
+        Also sets `self.long_call`: a call that takes over 10 ms needs fewer calibration calls (a
+        100 ms attention case would otherwise spend seconds calibrating against a 0.3 s budget)."""
         host: list[float] = []
-        deadline = time.perf_counter() + self.config.warmup_s
-        while len(host) < 5 or (time.perf_counter() < deadline and len(host) < 10_000):
+        started = time.perf_counter()
+        deadline = started + self.config.warmup_s
+        while len(host) < 2 or (time.perf_counter() < deadline and len(host) < 10_000):
             t = time.perf_counter()
             self.fn()
             host.append(time.perf_counter() - t)
             if len(host) % 64 == 0:  # a full launch queue would block the host and inflate host times
                 self.torch.cuda.synchronize()
         self.torch.cuda.synchronize()
+        self.long_call = (time.perf_counter() - started) / len(host) > 0.01
         return statistics.median(host[len(host) // 2:]) * 1e3
 
     def _pending_ms(self) -> float:
         """Time the device stays busy after the measured stream finished one call (other streams' work)."""
         torch = self.torch
         best = math.inf
-        for _ in range(5):
+        for _ in range(2 if self.long_call else 5):
             torch.cuda.synchronize()
             end = self._event()
             self.fn()
@@ -386,7 +392,7 @@ class _CudaTimer:
 
     def _gpu_ms(self, flush) -> float:
         """GPU time of one call with the queue kept full, so launch gaps don't count (calibration)."""
-        raw = self._batch(self.fn, 9, 0.5, flush, sync=False)
+        raw = self._batch(self.fn, 3 if self.long_call else 9, 0.5, flush, sync=False)
         return max(statistics.median(raw) - self._timer_overhead_ms(flush), 1e-4)
 
     def _launch_bound(self, gpu_ms: float, host_ms: float) -> bool:

@@ -193,3 +193,10 @@ def test_launch_bound_kernels_get_an_absolute_noise_floor():
     assert judge(rec(1.74e-3), rec(2.08e-3), 0.05).time != "slower"
     # a microsecond-scale kernel that really doubles is still caught
     assert judge(rec(1.74e-3), rec(3.5e-3), 0.05).time == "slower"
+
+
+def test_the_clock_term_is_not_applied_to_memory_bound_kernels():
+    base = dict(rec(1.0), sm_clock_mhz=1980)
+    slower_at_lower_clock = dict(rec(1.12), sm_clock_mhz=1755, bound="memory")
+    assert judge(base, slower_at_lower_clock, 0.05).time == "slower"
+    assert judge(base, dict(slower_at_lower_clock, bound="compute"), 0.05).time == "unsure"
