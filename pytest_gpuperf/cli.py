@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from .baseline import BaselineError, baseline_path
-from .compare import DEFAULT_THRESHOLD, is_regression, judge, parse_threshold
+from .compare import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
 
 EXIT_OK = 0
 EXIT_SLOWER = 1
@@ -62,16 +62,15 @@ def _cmd_compare(args) -> int:
         print(f"gpuperf: note: comparing different devices: {args.old} is {old_dev.get('key')}, "
               f"{args.new} is {new_dev.get('key')}", file=sys.stderr)
     old_map, new_map = _by_id(old), _by_id(new)
-    verdicts = {}
-    for key in sorted(set(old_map) | set(new_map)):
-        t = threshold
-        if t is None:  # the per-test threshold recorded by the plugin, else the default
-            rec = new_map.get(key) or {}
+    recorded = {}  # without --threshold: the per-test threshold the plugin recorded, else the default
+    if threshold is None:
+        for key, rec in new_map.items():
             try:
-                t = parse_threshold(rec["threshold"]) if rec.get("threshold") is not None else DEFAULT_THRESHOLD
+                if rec.get("threshold") is not None:
+                    recorded[key] = parse_threshold(rec["threshold"])
             except ValueError:
-                t = DEFAULT_THRESHOLD
-        verdicts[key] = judge(old_map.get(key), new_map.get(key), t)
+                pass
+    verdicts = judge_all(old_map, new_map, DEFAULT_THRESHOLD if threshold is None else threshold, recorded)
     print(f"gpuperf compare: {args.old} -> {args.new}")
     print("\n".join(compare_lines(verdicts, old_map, new_map, width=_width())))
     return EXIT_SLOWER if any(is_regression(v) for v in verdicts.values()) else EXIT_OK

@@ -250,6 +250,11 @@ class GpuPerf:
                 if key == RECORD:
                     self.results[report.nodeid] = value
 
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """A bad @pytest.mark.gpuperf threshold is a usage error up front, with or without --gpuperf."""
+        for item in items:
+            _marker_threshold(item, self.settings.threshold)
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = {item.nodeid for item in session.items}
 
@@ -337,6 +342,18 @@ def _float_dtype(args: Any) -> str | None:
     return None
 
 
+def _marker_threshold(item: pytest.Item, default: float) -> float:
+    """The test's @pytest.mark.gpuperf(threshold=...) or the session's threshold."""
+    marker = item.get_closest_marker("gpuperf")
+    value = marker.kwargs.get("threshold") if marker else None
+    if value is None:
+        return default
+    try:
+        return compare.parse_threshold(str(value))
+    except ValueError as exc:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.gpuperf(threshold=...): {exc}") from None
+
+
 class GpuBenchmark:
     """Call it like the function it measures: `out = gpu_benchmark(fn, *args, bytes=..., flops=...)`."""
 
@@ -395,14 +412,7 @@ class GpuBenchmark:
         return record, measurement
 
     def _threshold(self) -> float:
-        marker = self._item.get_closest_marker("gpuperf")
-        value = marker.kwargs.get("threshold") if marker else None
-        if value is None:
-            return self._perf.settings.threshold
-        try:
-            return compare.parse_threshold(str(value))
-        except ValueError as exc:
-            raise pytest.UsageError(f"{self._item.nodeid}: @pytest.mark.gpuperf(threshold=...): {exc}") from None
+        return _marker_threshold(self._item, self._perf.settings.threshold)
 
     def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None) -> dict[str, Any]:
         s = m.stats

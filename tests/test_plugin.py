@@ -111,9 +111,10 @@ def test_bad_marker_threshold_names_the_test(pytester: pytest.Pytester) -> None:
         def test_marked(gpu_benchmark):
             gpu_benchmark(abs, -1)
     """)
-    result = pytester.runpytest("--gpuperf", *FAST)
-    result.stdout.fnmatch_lines(["*test_marked*threshold*'fast' is not a number*"])
-    assert result.ret != 0
+    for args in ([], ["--gpuperf", *FAST]):  # a usage error up front, measuring or not
+        result = pytester.runpytest(*args)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(["*test_marked: @pytest.mark.gpuperf(threshold=...): threshold 'fast' is not a number*"])
 
 
 def test_save_then_compare_gates_a_real_slowdown(suite: pytest.Pytester, monkeypatch) -> None:
