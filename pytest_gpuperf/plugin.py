@@ -235,9 +235,8 @@ class GpuPerf:
         stored = f"{self.baseline_path} ({len(base.entries)} entries)" if base else f"none yet at {self.baseline_path}"
         arch = f", sm_{d['capability'].replace('.', '')}, {d['sm_count']} SMs" if d.get("capability") else ""
         return [
-            f"gpuperf: {d['name']} [{d['key']}]{arch}" + (f", SM clock {clock} MHz" if clock else ""),
-            f"gpuperf: torch {sw.get('torch')}, triton {sw.get('triton')}, CUDA {sw.get('cuda')}, "
-            f"driver {sw.get('driver')}",
+            f"gpuperf: {d['name']} [{d['key']}]{arch}" + (f", SM clock {clock} MHz" if clock else "")
+            + f"; torch {sw.get('torch')}, triton {sw.get('triton')}, CUDA {sw.get('cuda')}, driver {sw.get('driver')}",
             f"gpuperf: cache={s.timing.cache}, threshold={s.threshold:.1%}, precision={s.timing.precision:.2%}, "
             f"budget={s.timing.budget_s:g}s; baseline: {stored}" + ("" if s.compare else " (not compared)"),
         ]
