@@ -19,6 +19,7 @@ from .baseline import Baseline, BaselineError  # noqa: F401  (re-exported: load_
 from .baseline import atomic_write_text
 from .baseline import load as load_baseline
 from .compare import DEFAULT_THRESHOLD, as_number, fmt_bytes, fmt_ms, judge
+from .timing import summarize
 
 # ----------------------------------------------------------------------------------------------
 # formatting helpers
@@ -522,16 +523,6 @@ def write_json(path: Path, results: list[dict], device: dict, software: dict, st
 # reading results back
 
 
-def _robust_noise(data_ms: list[float]) -> float | None:
-    if len(data_ms) < 2:
-        return None
-    m = statistics.median(data_ms)
-    if m <= 0:
-        return None
-    mad = statistics.median(abs(x - m) for x in data_ms)
-    return 1.4826 * mad / m
-
-
 def _from_benchmark(path: Path, b: Any, index: int) -> dict:
     if not isinstance(b, dict) or not isinstance(b.get("stats"), dict):
         raise ValueError(f"{path}: benchmark #{index} has no 'stats' mapping; not a pytest-benchmark JSON file")
@@ -551,7 +542,7 @@ def _from_benchmark(path: Path, b: Any, index: int) -> dict:
 
     noise = as_number(extra.get("noise"))
     if noise is None:
-        noise = _robust_noise(data_ms)
+        noise = summarize(data_ms).noise if len(data_ms) >= 2 else None
     if noise is None and as_number(st.get("iqr")) is not None:
         noise = float(st["iqr"]) / 1.349 / median
     rec = {
