@@ -171,7 +171,7 @@ def _ensure_triton_allocator() -> None:
 
 
 # Launch parameters. On the GPU the first call of a (N, D, causal, dtype) autotunes among these.
-# Chosen by timing on the H100 (scratch/bench_attention.py, B4 H16 N4096 D128 bf16, TFLOP/s with
+# Chosen by timing on the H100 (a do_bench sweep, B4 H16 N4096 D128 bf16, TFLOP/s with
 # the cost model below; do_bench medians, L2 flushed):
 #   forward  128x128 w8 s3: 479 full / 404 causal; 64x64 w4 s3: 453 / 423; 128x64 w8 s3: 449 / 385;
 #            128x128 w8 s2 439 / 362; 256x64 w16 s3 461 / 368 (s2 389 / 319); 256x32 w16 s4 391 / 316.
