@@ -147,6 +147,12 @@ def describe(index: int | None = None) -> dict[str, Any]:
 
 def software_versions() -> dict[str, str | None]:
     """Versions that change what a kernel costs: torch, triton, CUDA, driver, Python, this plugin."""
+    return dict(_software_versions())
+
+
+@functools.cache
+def _software_versions() -> dict[str, str | None]:
+    """Read once per process: it imports triton and asks NVML, and the plugin needs it per test."""
     from . import __version__
 
     versions: dict[str, str | None] = {"gpuperf": __version__, "python": platform.python_version()}

@@ -160,6 +160,7 @@ class GpuPerf:
         self.results: dict[str, dict] = {}
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self._peaks: Peaks | None = None
+        self._stored_peaks: dict[str, float] = {}
         self.collected: set[str] = set()
         self.saved: int | None = None
         self.write_error: str | None = None
@@ -180,9 +181,8 @@ class GpuPerf:
         if index is None and self.is_worker:
             workers = int(self.config.workerinput.get("workercount", 1))
             if workers > count:
-                raise pytest.UsageError(f"--gpuperf with -n {workers}: only {count} GPU(s) visible; workers sharing a "
-                                        "GPU would time each other's work (use -n {count} or fewer)".replace(
-                                            "{count}", str(count)))
+                raise pytest.UsageError(f"--gpuperf with -n {workers}: only {count} GPU(s) visible; workers sharing "
+                                        f"a GPU would time each other's work (use -n {count} or fewer)")
             index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
         if index is not None:
             if index >= count:
@@ -204,16 +204,19 @@ class GpuPerf:
         """Measured peaks, kept in pytest's cache per device and torch version so runs share them."""
         if self._peaks is None:
             cache = getattr(self.config, "cache", None)
-            self._peaks = Peaks(cache.get(self._peaks_key(), {}) if cache is not None else {})
+            self._stored_peaks = dict(cache.get(self._peaks_key(), {})) if cache is not None else {}
+            self._peaks = Peaks(self._stored_peaks)
         return self._peaks
 
     def _peaks_key(self) -> str:
         return f"gpuperf/peaks/{self.device['key']}/{software_versions().get('torch')}"
 
     def store_peaks(self) -> None:
+        """Write newly measured peaks to pytest's cache (once per new peak, not once per test)."""
         cache = getattr(self.config, "cache", None)
-        if self._peaks is not None and cache is not None:
+        if self._peaks is not None and cache is not None and self._peaks.values != self._stored_peaks:
             cache.set(self._peaks_key(), self._peaks.values)
+            self._stored_peaks = dict(self._peaks.values)
 
     # -- hooks of the registered session object -------------------------------------------
     @pytest.hookimpl(trylast=True)
