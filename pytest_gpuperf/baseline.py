@@ -7,7 +7,12 @@ One file per device model, ``<baseline dir>/<device key>.yaml``::
     software: {torch: ..., triton: ..., cuda: ..., driver: ...}
     recorded_at: '2026-11-23T10:00:00Z'
     entries:
-      <test node id>: {median_ms: ..., noise: ..., samples: ..., ...}
+      <test node id>: {median_ms: ..., noise: ..., samples: ..., drift: ..., ...}
+
+``drift`` (optional) is the test's run-to-run variation: how far the medians of the recordings that
+:func:`combine` merged (several leases of the same GPU model, say) lay from their median. Within-run
+statistics cannot see it (cache placement, autotuning choices and clocks change between processes),
+so the comparison adds it to the noise bound.
 
 Reading uses ``yaml.safe_load``; every problem with a file raises :class:`BaselineError` whose message
 names the file, says what is wrong and how to fix it. A file that cannot be validated is never
@@ -19,6 +24,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
+import statistics
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,12 +56,18 @@ ENTRY_KEYS = (
     "sm_clock_mhz",
     "throttle",
     "group",
+    "drift",
 )
 
 #: Seconds to wait for another writer's lock before giving up with a clear message.
 LOCK_TIMEOUT_S = 120.0
 
-_FLOAT_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms", "noise", "gbps", "tflops", "pct_of_peak")
+_FLOAT_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms", "noise", "gbps", "tflops", "pct_of_peak", "drift")
+_TIME_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms")  # scale with the median
+_RATE_KEYS = ("gbps", "tflops", "pct_of_peak")  # scale with 1 / median
+#: Largest run-to-run change that :func:`combine` takes for drift. A larger one is a real change (an
+#: optimization, a new autotuning choice) or a broken recording, not noise worth widening the gate by.
+MAX_DRIFT = 0.25
 _INT_KEYS = ("samples", "peak_memory_bytes", "sm_clock_mhz")
 _SIGNIFICANT_DIGITS = 6  # plenty for timings whose noise is >= 0.1%; keeps the YAML diff-friendly
 
@@ -133,6 +145,59 @@ def entry_from_result(result: dict) -> dict:
         if _is_number(entry.get(key)):
             entry[key] = int(round(entry[key]))
     return entry
+
+
+def _with_median(entry: dict, median_ms: float) -> dict:
+    """A copy of `entry` moved to `median_ms`: times (and the CI) scale with it, rates inversely."""
+    f = median_ms / entry["median_ms"]
+    out = dict(entry)
+    for key in _TIME_KEYS:
+        if _is_number(out.get(key)):
+            out[key] = out[key] * f
+    for key in _RATE_KEYS:
+        if _is_number(out.get(key)):
+            out[key] = out[key] / f
+    if isinstance(out.get("ci_ms"), list):
+        out["ci_ms"] = [v * f for v in out["ci_ms"]]
+    return entry_from_result(out)
+
+
+def combine(recordings: list[tuple[str, dict[str, dict]]],
+            max_drift: float = MAX_DRIFT) -> tuple[dict[str, dict], list[str]]:
+    """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
+
+    Per test, the recordings made with the newest one's timing method are combined: the entry takes
+    the median of their medians, and `drift` becomes the largest relative distance of one of them
+    from it (or the drift an input already carried, if larger). Where that distance exceeds
+    `max_drift` the test really changed between recordings (or one recording is broken): the newest
+    entry is kept as it is. Returns (entries, notes): one note per test that was not combined."""
+    ids = sorted({name for _, entries in recordings for name in entries})
+    out: dict[str, dict] = {}
+    notes: list[str] = []
+    for name in ids:
+        recs = [(label, entry_from_result(entries[name])) for label, entries in recordings if name in entries]
+        label, newest = recs[-1]
+        same = [e for _, e in recs if e.get("method") == newest.get("method")]
+        if len(same) < len(recs):
+            others = sorted({str(e.get("method")) for _, e in recs if e.get("method") != newest.get("method")})
+            notes.append(f"{name}: measured by {', '.join(others)} in older recordings and by "
+                         f"{newest.get('method')} in {label}: only the {newest.get('method')} ones are combined")
+        medians = [e["median_ms"] for e in same]
+        center = statistics.median(medians)
+        spread = max(abs(m / center - 1.0) for m in medians)
+        if spread > max_drift:
+            notes.append(f"{name}: medians {', '.join(f'{m:.4g}' for m in medians)} ms differ by more than "
+                         f"{max_drift:.0%} from their median: kept {label}'s entry as it is (a real change, or "
+                         f"a broken recording)")
+            out[name] = newest
+            continue
+        entry = _with_median(newest, center)
+        drift = max([spread] + [e["drift"] for e in same if _is_number(e.get("drift"))])
+        entry.pop("drift", None)
+        if drift > 0:
+            entry["drift"] = _round(drift)
+        out[name] = entry
+    return out, notes
 
 
 def _entry_problem(entry: Any) -> str | None:
@@ -316,14 +381,15 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
         raise
 
 
-def save(path: Path, device: dict, software: dict, entries: dict[str, dict]) -> Baseline:
+def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, keep_others: bool = True) -> Baseline:
     """Merge ``entries`` (test id -> entry) into the baseline at ``path`` and write it atomically.
 
     Under a file lock (``<path>.lock``): re-read and validate the existing file (a corrupt or foreign
-    file raises BaselineError and is left untouched), keep the entries that were not run, replace the
-    ones that were, update device/software/recorded_at, write to a temporary file in the same
-    directory and ``os.replace`` it over the old one. Safe for concurrent writers (threads, processes,
-    pytest-xdist workers)."""
+    file raises BaselineError and is left untouched), keep the entries that were not run (unless
+    `keep_others` is False: then the file holds exactly `entries`), replace the ones that were (a
+    re-recorded entry keeps the drift learned for it, when measured the same way), update
+    device/software/recorded_at, write to a temporary file in the same directory and ``os.replace``
+    it over the old one. Safe for concurrent writers (threads, processes, pytest-xdist workers)."""
     from filelock import FileLock, Timeout
 
     path = Path(path)
@@ -351,7 +417,12 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict]) -> 
     try:
         with lock:
             old = _read(path, device["key"])
-            merged = dict(old.entries) if old is not None else {}
+            previous = old.entries if old is not None else {}
+            for name, entry in entries.items():
+                before = previous.get(name) or {}
+                if "drift" not in entry and "drift" in before and before.get("method") == entry.get("method"):
+                    entry["drift"] = before["drift"]
+            merged = dict(previous) if keep_others else {}
             merged.update(entries)
             recorded_at = _utc_now()
             text = _dump(device, software, recorded_at, merged)

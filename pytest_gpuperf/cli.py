@@ -3,6 +3,7 @@
     gpuperf compare OLD NEW [--threshold 5%]   exit 0: nothing slower, 1: something slower, 2: bad input
     gpuperf show [FILE]                        exit 0, 2: bad input
     gpuperf plot FILE... -o OUT.png            exit 0, 2: bad input
+    gpuperf merge FILE... -o OUT.yaml          exit 0, 2: bad input
     gpuperf device                             exit 0 (2 if the device cannot be queried)
 
 Errors print one line to stderr that names the file; no tracebacks (set GPUPERF_DEBUG=1 to get them).
@@ -16,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .baseline import BaselineError, baseline_path
+from .baseline import MAX_DRIFT, BaselineError, baseline_path
 from .compare import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
 
 EXIT_OK = 0
@@ -141,6 +142,37 @@ def _cmd_plot(args) -> int:
     return EXIT_OK
 
 
+def _cmd_merge(args) -> int:
+    """Combine recordings of one GPU model into one baseline whose entries carry their drift."""
+    from . import baseline as baseline_mod
+    from .report import load_recording
+
+    max_drift = parse_threshold(args.max_drift)
+    recordings, device, software = [], None, {}
+    for f in args.files:
+        dev, sw, records = load_recording(Path(f))
+        if not dev or not dev.get("key"):
+            raise _UsageError(f"{f}: records no gpuperf device, so it cannot join a baseline; merge baselines "
+                              f"(--gpuperf-save) or results JSON written by --gpuperf-json")
+        if device is not None and dev["key"] != device["key"]:
+            raise _UsageError(f"{f}: is for device {dev['key']!r}, but {args.files[0]} is for {device['key']!r}; "
+                              f"only recordings of one GPU model can be merged")
+        device = dict(dev, peaks={**(device or {}).get("peaks", {}), **dev.get("peaks", {})})
+        software = sw or software
+        recordings.append((f, _by_id(records)))
+    entries, notes = baseline_mod.combine(recordings, max_drift)
+    out = Path(args.output)
+    baseline_mod.save(out, device, software, entries, keep_others=False)
+    drifts = sorted(e["drift"] for e in entries.values() if e.get("drift") is not None)
+    print(f"gpuperf merge: {len(args.files)} recordings of {device['key']} -> {out}: {len(entries)} entries")
+    if drifts:
+        print(f"drift (run-to-run spread of a test's medians): median {drifts[len(drifts) // 2]:.1%}, "
+              f"max {drifts[-1]:.1%}; {sum(d > 0.02 for d in drifts)} entries above 2%")
+    for note in notes:
+        print(f"note: {note}")
+    return EXIT_OK
+
+
 def _cmd_device(args) -> int:
     from . import device as device_mod
     from .report import _peaks_text
@@ -170,7 +202,7 @@ def _cmd_device(args) -> int:
 
 def _parser() -> _Parser:
     p = _Parser(prog="gpuperf", description="pytest-gpuperf baselines: compare, show, plot; describe the device.")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{compare,show,plot,device}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{compare,show,plot,merge,device}")
     c = sub.add_parser("compare", help="compare two baselines/results files; exit 1 if something got slower",
                        description="Compare OLD with NEW (baseline .yaml or results .json) with the same decision "
                                    "as `pytest --gpuperf`. Exit 0: nothing slower, 1: something slower, 2: bad input.")
@@ -188,6 +220,16 @@ def _parser() -> _Parser:
     pl.add_argument("files", metavar="FILE", nargs="+")
     pl.add_argument("-o", "--output", required=True, metavar="OUT.png")
     pl.set_defaults(func=_cmd_plot)
+    m = sub.add_parser("merge", help="combine recordings of one GPU (several leases) into one baseline with drift",
+                       description="Combine baselines or results JSON of one GPU model, oldest first, into OUT: each "
+                                   "entry gets the median of the recorded medians and their spread as `drift`, which "
+                                   "the comparison adds to its noise bound. A test whose medians differ by more than "
+                                   "--max-drift keeps its newest entry. OUT may be one of the inputs.")
+    m.add_argument("files", metavar="FILE", nargs="+")
+    m.add_argument("-o", "--output", required=True, metavar="OUT.yaml")
+    m.add_argument("--max-drift", default=f"{MAX_DRIFT * 100:g}%",
+                   help="largest spread taken as drift (default %(default)s)")
+    m.set_defaults(func=_cmd_merge)
     d = sub.add_parser("device", help="this machine's device key, properties and measured peaks")
     d.add_argument("--no-peaks", action="store_true", help="do not measure the peaks (faster)")
     d.set_defaults(func=_cmd_device)
@@ -203,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             return int(exc.code or 0)
         if getattr(args, "func", None) is None:
             parser.print_usage(sys.stderr)
-            print("gpuperf: error: a command is required: compare, show, plot or device", file=sys.stderr)
+            print("gpuperf: error: a command is required: compare, show, plot, merge or device", file=sys.stderr)
             return EXIT_BAD_INPUT
         return args.func(args)
     except _UsageError as exc:

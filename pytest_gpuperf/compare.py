@@ -3,12 +3,14 @@
 A test is ``slower`` only when its slowdown is larger than BOTH the threshold (default 5%) and the
 noise bound: the change that the measurement noise of the two sides can explain. The noise bound is
 
-    noise_bound = sqrt(h_base**2 + h_now**2) + NOISE_FLOOR
+    noise_bound = sqrt(h_base**2 + h_now**2) + NOISE_FLOOR + NOISE_FLOOR_MS / base_ms
+                  + drift + clock change (compute-bound calls only)
 
 where h is the relative half-width of one side's 95% confidence interval of its median ("ci_ms"
-when the record has it, else the normal approximation Z * 1.2533 * noise / sqrt(samples)), and
-NOISE_FLOOR covers the run-to-run drift (clocks, power, thermal state, placement) that no
-within-run statistic can see.
+when the record has it, else the normal approximation Z * 1.2533 * noise / sqrt(samples)), the
+floors cover the run-to-run variation (clocks, power, thermal state, placement) that no within-run
+statistic can see, and drift is the run-to-run variation measured for this very test: the spread of
+its medians over the recordings that `gpuperf merge` combined into the baseline entry.
 
 Verdicts (for time; memory uses the same words):
   slower   change > noise_bound and change + noise_bound >= threshold: the slowdown is real and
@@ -123,12 +125,13 @@ def clock_change(base: dict, now: dict) -> float:
 
 
 def noise_bound(base: dict, now: dict) -> float:
-    """The relative change that the noise of both sides, run-to-run drift (relative and absolute) and
-    clocks can explain."""
+    """The relative change that the noise of both sides, run-to-run drift (the floors, and the drift
+    measured for this test), and clocks can explain."""
     base_ms = as_number(base.get("median_ms")) or 0.0
     absolute = NOISE_FLOOR_MS / base_ms if base_ms > 0 else 0.0
+    drift = max(as_number(base.get("drift")) or 0.0, 0.0)
     return (math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + NOISE_FLOOR + absolute
-            + clock_change(base, now))
+            + drift + clock_change(base, now))
 
 
 def fmt_ms(ms: float | None) -> str:

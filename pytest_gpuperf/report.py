@@ -570,6 +570,12 @@ def load_results(path) -> tuple[dict | None, list[dict]]:
     """Read a baseline YAML or a results JSON (ours or pytest-benchmark's) into result records.
 
     Returns (device or None, records). Raises BaselineError (baselines) or ValueError naming the file."""
+    device, _, records = load_recording(path)
+    return device, records
+
+
+def load_recording(path) -> tuple[dict | None, dict, list[dict]]:
+    """load_results, plus the software versions the file records ({} when it records none)."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"{path}: no such file")
@@ -592,13 +598,14 @@ def load_results(path) -> tuple[dict | None, list[dict]]:
                 raise ValueError(f"{path}: 'benchmarks' is not a list; not a pytest-benchmark JSON file")
             info = doc.get("machine_info") if isinstance(doc.get("machine_info"), dict) else {}
             device = info.get("gpuperf_device") or None
-            return device, [_from_benchmark(path, b, i) for i, b in enumerate(benches)]
+            software = info.get("gpuperf_software") if isinstance(info.get("gpuperf_software"), dict) else {}
+            return device, software, [_from_benchmark(path, b, i) for i, b in enumerate(benches)]
         if path.suffix.lower() == ".json" and not (isinstance(doc, dict) and "schema_version" in doc):
             raise ValueError(f"{path}: a JSON file without 'benchmarks': not a pytest-benchmark/gpuperf results file")
     base = load_baseline(path)
     if base is None:  # pragma: no cover - raced with a delete
         raise ValueError(f"{path}: no such file")
-    return base.device, results_from_baseline(base)
+    return base.device, base.software, results_from_baseline(base)
 
 
 def results_from_baseline(base: Baseline) -> list[dict]:

@@ -5,9 +5,11 @@ The rules (each one a trap seen in practice):
 - Device work is asynchronous: samples are CUDA events on the stream the work runs on, never a host
   clock without a synchronize. Work still running on another stream after the measured stream is done
   is detected, and such a callable is timed with a device-wide synchronize instead (and says so).
-- A call whose GPU time is shorter than its launch cost (or shorter than events resolve) is
-  launch-bound: it is captured k times in a CUDA graph and timed per replay; if it cannot be captured,
-  k eager calls are queued behind a GPU spin so that launch gaps are not measured.
+- A call shorter than events resolve (20 µs), or whose launches take more than half of a sample's
+  GPU time (the call, plus the L2 flush ahead of it in cold mode), is launch-bound: it is captured
+  k times in a CUDA graph and timed per replay; if it cannot be captured, k eager calls are queued
+  behind a GPU spin so that launch gaps are not measured. The k calls of a replay run back to back:
+  only the first starts from a cold L2, the others find what their predecessor left in it.
 - Each sample starts from a cold L2 unless the cache mode is `warm`: a reduction reads a buffer twice
   the L2's size. It reads rather than writes (a memset, as do_bench does): a memset leaves the L2
   full of dirty lines whose write-back then lands inside the timed kernel (+60% on a 4M-float
@@ -47,6 +49,8 @@ MAX_GRAPH_CALLS = 1000
 # H100, so the bar is higher and relative to the call, and the best of 5 probes counts.
 PENDING_TOLERANCE_MS = 0.2
 PENDING_FRACTION = 0.25
+# A conservative read rate for the L2 flush (H100 HBM3 reads ~3 TB/s): a flush's GPU time in a sample.
+FLUSH_BYTES_PER_MS = 2.5e9
 # Host wall time a CPU sample aims for, so perf_counter's resolution is irrelevant.
 CPU_SAMPLE_S = 1e-4
 
@@ -204,6 +208,22 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
     return m
 
 
+def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | None = None) -> bool:
+    """Time in a CUDA graph? Yes when events can't resolve the call or the host cannot stay ahead of
+    the device; a preferred method (the baseline's) wins where it can measure the call honestly.
+
+    What the host must outrun is a whole sample's GPU time, the L2 flush ahead of the call
+    included. Judged on the call alone, 22-45 µs kernels with launches of over half that flipped
+    from events on one H100 lease to a graph on the next (a slower or busier host CPU), and the two
+    methods (a graph runs its calls back to back, on a warmer L2) disagreed by 4-14%."""
+    host_bound = host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms)
+    if prefer == "graph":
+        return True
+    if prefer == "events":
+        return host_bound
+    return host_bound or gpu_ms < GRAPH_BELOW_MS
+
+
 def _stop(samples: list[float], batch_medians: list[float], config: TimingConfig, started: float) -> bool:
     if len(samples) >= config.max_samples or time.perf_counter() - started >= config.budget_s:
         return True
@@ -358,7 +378,7 @@ class _CudaTimer:
                 sync: bool, pad_each: bool = False) -> tuple[list[float], list[float]]:
         """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call."""
         overhead = self._timer_overhead_ms(flush)
-        flush_ms = 0.0 if flush is None else flush.nbytes / 2.5e9  # ~2.5 TB/s read: only sizes batches
+        flush_ms = 0.0 if flush is None else flush.est_ms
         per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + 0.005))))
         samples: list[float] = []
         batch_medians: list[float] = []
@@ -395,16 +415,6 @@ class _CudaTimer:
         raw = self._batch(self.fn, 3 if self.long_call else 9, 0.5, flush, sync=False)
         return max(statistics.median(raw) - self._timer_overhead_ms(flush), 1e-4)
 
-    def _launch_bound(self, gpu_ms: float, host_ms: float) -> bool:
-        """Time in a CUDA graph? Yes when events can't resolve the call or its launches outrun it; a
-        preferred method (the baseline's) wins where it can measure the call honestly."""
-        host_bound = host_ms > LAUNCH_BOUND_RATIO * gpu_ms
-        if self.prefer == "graph":
-            return True
-        if self.prefer == "events":
-            return host_bound
-        return host_bound or gpu_ms < GRAPH_BELOW_MS
-
     def run(self) -> Measurement:
         host_ms = self._warmup()
         pending = self._pending_ms()
@@ -418,7 +428,7 @@ class _CudaTimer:
                 "uses other streams; each sample waits for the whole device (times include a synchronize)")
             method, calls = "device-sync", 1
             samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
-        elif self._launch_bound(gpu_ms, host_ms):
+        elif launch_bound(gpu_ms, host_ms, 0.0 if flush is None else flush.est_ms, self.prefer):
             calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
             graph = self._graph(calls)
             if graph is not None:
@@ -463,6 +473,7 @@ class _Flush:
         self.torch = torch
         self.buffer, self.sink = _FLUSH[index]
         self.nbytes = self.buffer.nbytes
+        self.est_ms = self.nbytes / FLUSH_BYTES_PER_MS
 
     def __call__(self) -> None:
         self.torch.sum(self.buffer, dim=0, out=self.sink)

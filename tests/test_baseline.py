@@ -326,3 +326,55 @@ def test_concurrent_thread_writers_lose_nothing(tmp_path):
         t.join(60)
     assert not errors
     assert len(bl.load(path, DEVICE["key"]).entries) == 32
+
+
+def test_combine_takes_the_median_of_medians_and_their_spread_as_drift():
+    a = {"t::x": result("t::x", 21.7e-3), "t::y": result("t::y", 1.0)}
+    b = {"t::x": result("t::x", 24.7e-3), "t::z": result("t::z", 2.0)}
+    out, notes = bl.combine([("a.yaml", a), ("b.json", b)])
+    assert notes == []
+    x = out["t::x"]
+    assert x["median_ms"] == pytest.approx(23.2e-3)
+    assert x["drift"] == pytest.approx(1.5 / 23.2, rel=1e-4)
+    assert x["ci_ms"] == pytest.approx([23.2e-3 * 0.995, 23.2e-3 * 1.005], rel=1e-5)  # moved with the median
+    assert x["gbps"] == pytest.approx(1500.0 * 24.7 / 23.2, rel=1e-5)  # rates move inversely
+    assert "drift" not in out["t::y"] and "drift" not in out["t::z"]  # one recording each: nothing learned
+    assert out["t::z"]["median_ms"] == 2.0
+
+
+def test_combine_keeps_the_larger_drift_already_learned():
+    a = {"t::x": result("t::x", 1.0, drift=0.08)}
+    out, _ = bl.combine([("a", a), ("b", {"t::x": result("t::x", 1.02)})])
+    assert out["t::x"]["drift"] == 0.08
+
+
+def test_combine_keeps_the_newest_entry_where_the_test_really_changed():
+    out, notes = bl.combine([("a", {"t::x": result("t::x", 0.46)}), ("b", {"t::x": result("t::x", 0.02)})])
+    assert out["t::x"]["median_ms"] == 0.02 and "drift" not in out["t::x"]
+    assert len(notes) == 1 and "t::x" in notes[0] and "kept b's entry" in notes[0]
+
+
+def test_combine_only_combines_recordings_of_the_newest_method():
+    a = {"t::x": result("t::x", 1.0, method="events")}
+    b = {"t::x": result("t::x", 1.1, method="graph")}
+    c = {"t::x": result("t::x", 1.12, method="graph")}
+    out, notes = bl.combine([("a", a), ("b", b), ("c", c)])
+    assert out["t::x"]["method"] == "graph" and out["t::x"]["median_ms"] == pytest.approx(1.11)
+    assert "by events in older recordings and by graph in c" in notes[0]
+
+
+def test_rerecording_an_entry_keeps_its_drift_when_measured_the_same_way(tmp_path):
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(result("t::a"), drift=0.07),
+                                     "t::b": dict(result("t::b"), drift=0.07)})
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": result("t::a", 1.1), "t::b": result("t::b", 1.1, method="graph")})
+    b = bl.load(path)
+    assert b.entries["t::a"]["drift"] == 0.07 and b.entries["t::a"]["median_ms"] == 1.1
+    assert "drift" not in b.entries["t::b"]
+
+
+def test_save_without_keeping_others_writes_exactly_the_entries(tmp_path):
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::b"))
+    bl.save(path, DEVICE, SOFTWARE, entries("t::c"), keep_others=False)
+    assert sorted(bl.load(path).entries) == ["t::c"]

@@ -224,3 +224,38 @@ def test_installed_console_script(files):
     proc = subprocess.run([str(exe), "show", str(files["dir"] / "nope.yaml")], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "nope.yaml" in proc.stderr
+
+
+def test_merge_learns_drift_and_then_compare_is_quiet(files, capsys, tmp_path):
+    later = write_baseline(tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml", [0.10, 0.0985, 0.085])
+    out = tmp_path / "merged.yaml"
+    code, text, err = run(["merge", str(files["old"]), str(later), "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "2 recordings of nvidia-h100-80gb-hbm3" in text and "3 entries" in text
+    merged = bl.load(out)
+    assert merged.entries[IDS[1]]["drift"] == pytest.approx(0.00425 / 0.09425, rel=1e-4)
+    assert merged.software == SOFTWARE and merged.device["key"] == DEVICE["key"]
+    # the 9% swing seen between two recordings is no regression against the merged baseline
+    assert run(["compare", str(out), str(later)], capsys)[0] == 0
+    assert run(["compare", str(files["old"]), str(later)], capsys)[0] == 1
+
+
+def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):
+    results = [dict(r, median_ms=r["median_ms"] * 1.02) for r in report.results_from_baseline(bl.load(files["old"]))]
+    js = tmp_path / "run.json"
+    report.write_json(js, results, DEVICE, SOFTWARE, "2026-11-23T12:00:00")
+    code, text, err = run(["merge", str(files["old"]), str(js), "-o", str(files["old"])], capsys)
+    assert code == 0, err
+    assert bl.load(files["old"]).entries[IDS[0]]["drift"] == pytest.approx(0.01 / 1.01, rel=1e-3)
+
+
+def test_merge_bad_input_is_exit_2(files, capsys, tmp_path):
+    other = write_baseline(tmp_path / "a100" / "nvidia-a100.yaml", [0.1, 0.1, 0.1], device=dict(DEVICE, key="nvidia-a100"))
+    code, _, err = run(["merge", str(files["old"]), str(other), "-o", str(tmp_path / "m.yaml")], capsys)
+    assert code == 2 and "nvidia-a100" in err and "one GPU model" in err
+    corrupt = tmp_path / "corrupt.yaml"
+    corrupt.write_text("entries: [")
+    code, _, err = run(["merge", str(files["old"]), str(files["same"]), "-o", str(corrupt)], capsys)
+    assert code == 2 and str(corrupt) in err and corrupt.read_text() == "entries: ["  # reported, never overwritten
+    code, _, err = run(["merge", str(files["old"]), "-o", str(tmp_path / "m.yaml"), "--max-drift", "abc"], capsys)
+    assert code == 2 and "abc" in err

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pytest_gpuperf.timing import Stats, TimingConfig, ci_relative, measure, summarize
+from pytest_gpuperf.timing import Stats, TimingConfig, ci_relative, launch_bound, measure, summarize
 
 
 def test_summarize_order_statistics_and_robust_noise() -> None:
@@ -44,3 +44,16 @@ def test_cpu_functions_are_timed_with_the_host_clock_until_the_budget() -> None:
 def test_precision_target_stops_early_on_a_steady_function() -> None:
     m = measure(lambda: sum(range(2000)), TimingConfig(budget_s=5.0, precision=0.5, batch_s=0.01))
     assert m.wall_s < 2.0  # the 50% target is met long before the 5 s budget
+
+
+@pytest.mark.parametrize("gpu_ms, host_ms, flush_ms, prefer, graph", [
+    (0.005, 0.001, 0.04, None, True),     # below what events resolve: a graph whatever the host does
+    (0.027, 0.015, 0.04, None, False),    # the host outruns call + flush: events (a graph without the flush)
+    (0.027, 0.015, 0.0, None, True),      # warm cache, no flush to hide the launch behind: a graph
+    (0.5, 0.3, 0.04, None, True),         # launches slower than half the sample: a graph
+    (0.027, 0.015, 0.04, "graph", True),  # the baseline's method where it can measure honestly
+    (0.005, 0.001, 0.04, "events", False),
+    (0.5, 0.3, 0.04, "events", True),     # ... but not events that would time launch gaps
+])
+def test_launch_bound_counts_the_flush_in_a_samples_gpu_time(gpu_ms, host_ms, flush_ms, prefer, graph) -> None:
+    assert launch_bound(gpu_ms, host_ms, flush_ms, prefer) is graph
