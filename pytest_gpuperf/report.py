@@ -107,7 +107,7 @@ def _verdict_text(r: dict) -> str:
     v = r.get("verdict") or ""
     mem = r.get("memory_verdict")
     if mem in ("slower", "faster"):
-        v = (v + ", " if v else "") + f"mem {mem}"
+        v = (v + ", " if v else "") + ("more memory" if mem == "slower" else "less memory")
     return v
 
 
@@ -157,6 +157,7 @@ def _device_line(device: dict | None) -> str:
 _COLUMNS = (  # header, width, align
     ("median", 10, ">"),
     ("±noise", 7, ">"),
+    ("drift", 6, ">"),  # a merged baseline's run-to-run spread (gpuperf show)
     ("GB/s", 7, ">"),
     ("TFLOP/s", 7, ">"),
     ("% peak", 6, ">"),
@@ -167,9 +168,11 @@ _COLUMNS = (  # header, width, align
 
 def _cells(r: dict) -> list[str]:
     noise = as_number(r.get("noise"))
+    drift = as_number(r.get("drift"))
     return [
         fmt_ms(as_number(r.get("median_ms"))),
         "-" if noise is None else f"{noise * 100:.1f}%",
+        "-" if drift is None else f"{drift * 100:.1f}%",
         _fmt_rate(r.get("gbps")),
         _fmt_rate(r.get("tflops")),
         _fmt_pct(r.get("pct_of_peak")),
@@ -178,23 +181,39 @@ def _cells(r: dict) -> list[str]:
     ]
 
 
+#: Params are never cut shorter than this to fit a narrow terminal: pytest writes 80 columns into a CI
+#: log, where "torch_…6D128" would no longer tell torch_flash from torch_cudnn or causal from full.
+PARAM_MIN_WIDTH = 60
+
+
+def _kept_columns(rows) -> list[int]:
+    """Indices of the _COLUMNS that some row fills (the median always)."""
+    rows = list(rows)
+    return [k for k, (name, _, _) in enumerate(_COLUMNS)
+            if name == "median" or any(cells[k] not in ("-", "") for cells in rows)]
+
+
+def _param_width(longest: int, room: int) -> int:
+    return max(5, min(longest, max(room, PARAM_MIN_WIDTH)))
+
+
 def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[str]:
     """The summary table: one block per group, rows sorted by param (impls of one case adjacent).
 
     Columns that are empty for every result (e.g. TFLOP/s for a memory-bound suite, verdicts without a
-    baseline) are left out; long params are truncated in the middle to fit ``width``."""
+    baseline) are left out; params longer than what fits ``width`` are shown in full up to
+    PARAM_MIN_WIDTH characters and truncated in the middle beyond."""
     lines = [f"gpuperf: {_device_line(device)}"]
     if not results:
         return lines + ["no measurements"]
     cells = {id(r): _cells(r) for r in results}
-    keep = [k for k, (name, _, _) in enumerate(_COLUMNS)
-            if name == "median" or any(cells[id(r)][k] not in ("-", "") for r in results)]
+    keep = _kept_columns(cells.values())
     columns = [_COLUMNS[k] for k in keep]
     show_verdict = any(_verdict_text(r) for r in results)
     verdict_w = max([7] + [len(_verdict_text(r)) for r in results]) if show_verdict else 0
     fixed = sum(w + 2 for _, w, _ in columns) + (2 + verdict_w if show_verdict else 0)
     longest = max(len(str(r.get("param") or r.get("name") or "")) for r in results)
-    param_w = max(12, min(max(longest, 5), width - 2 - fixed))
+    param_w = _param_width(longest, width - 2 - fixed)
     for group, rows in _grouped(results):
         lines.append("")
         lines.append(group)
@@ -230,7 +249,7 @@ def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], wi
     widths = (10, 10, 8, 8, 8, max(7, max(len(v.time) for _, _, v in records)))
     fixed = sum(w + 2 for w in widths)
     longest = max(len(str(rec.get("param") or _param_of(key) or _name_of(key))) for key, rec, _ in records)
-    param_w = max(12, min(longest, width - 2 - fixed))
+    param_w = _param_width(longest, width - 2 - fixed)
     groups: dict[str, list] = {}
     for key, rec, v in records:
         g = str(rec.get("group") or rec.get("name") or _name_of(key))
@@ -251,7 +270,7 @@ def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], wi
                      mem)
             line = "  " + f"{_middle_truncate(label, param_w):<{param_w}}"
             line += "".join(f"  {c:>{w}}" for c, w in zip(cells, widths))
-            line += f"  {v.time}" + (f" (mem {v.memory})" if v.memory in ("slower", "faster") else "")
+            line += f"  {v.time}" + {"slower": " (more memory)", "faster": " (less memory)"}.get(v.memory, "")
             lines.append(line.rstrip())
         lines.append("")
     counts: dict[str, int] = {}
@@ -312,13 +331,14 @@ def markdown(results: list[dict], device: dict, software: dict) -> str:
                 msg = judge(r["baseline"], r, float(r.get("threshold") or 0.05)).message
             out.append(f"- `{_md_escape(r.get('nodeid', ''))}`: {_md_escape(msg or r.get('verdict'))}")
         out.append("")
+    keep = _kept_columns(_cells(r) for r in results)
     for group, rows in _grouped(results):
         out.append(f"### {_md_escape(group)}")
         out.append("")
-        out.append("| param | median | ± noise | GB/s | TFLOP/s | % peak | peak mem | vs baseline | verdict |")
-        out.append("| :-- | --: | --: | --: | --: | --: | --: | --: | :-- |")
+        out.append("| param | " + " | ".join(_COLUMNS[k][0] for k in keep) + " | verdict |")
+        out.append("| :-- | " + "--: | " * len(keep) + ":-- |")
         for r in rows:
-            cells = _cells(r)
+            cells = [_cells(r)[k] for k in keep]
             verdict = _MD_VERDICT.get(r.get("verdict") or "", r.get("verdict") or "")
             mem = r.get("memory_verdict")
             if mem in ("slower", "faster"):

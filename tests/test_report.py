@@ -98,6 +98,13 @@ def test_terminal_lines_truncates_long_params_in_the_middle():
     assert len(row) <= 120 and "…" in row and "-END" in row
 
 
+def test_terminal_lines_keep_params_readable_in_an_80_column_log():
+    r = make_results(with_baseline=False)[0]
+    r["param"] = "torch_efficient-bfloat16-causal-B4H16N4096D128"
+    lines = report.terminal_lines([r], DEVICE, width=80)
+    assert any(line.startswith("  torch_efficient-bfloat16-causal-B4H16N4096D128 ") for line in lines)
+
+
 def test_terminal_lines_without_baseline_or_results():
     lines = report.terminal_lines(make_results(with_baseline=False), DEVICE)
     assert lines[-1] == "12 measured"
