@@ -8,6 +8,7 @@ TFLOP/s) and, with --plots, writes <prefix>-softmax.png and <prefix>-attention-f
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -58,9 +59,10 @@ def tables(entries: dict[str, dict]) -> str:
 def plots(base: baseline_mod.Baseline, directory: Path, prefix: str) -> None:
     wanted = {"test_softmax": f"{prefix}-softmax.png", "test_attention_fwd": f"{prefix}-attention-fwd.png"}
     results = [r for r in report.results_from_baseline(base) if r["group"] in wanted]
+    directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for path in report.write_plots(Path(tmp), results, device=base.device):
-            path.replace(directory / wanted[path.stem])
+            shutil.move(path, directory / wanted[path.stem])
 
 
 def main() -> None:

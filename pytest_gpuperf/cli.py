@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 from pathlib import Path
 
@@ -145,9 +146,23 @@ def _cmd_plot(args) -> int:
 def _cmd_merge(args) -> int:
     """Combine recordings of one GPU model into one baseline whose entries carry their drift."""
     from . import baseline as baseline_mod
+    from .device import merged_peaks
     from .report import load_recording
 
-    max_drift = parse_threshold(args.max_drift)
+    text = str(args.max_drift).strip()
+    try:
+        max_drift = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        max_drift = float("nan")
+    if not max_drift > 0 or max_drift == float("inf"):
+        raise _UsageError(f"gpuperf merge: --max-drift {args.max_drift!r} is not a positive ratio; write it like "
+                          f"'100%' or '1.0'")
+    out = Path(args.output)
+    if out.suffix.lower() not in (".yaml", ".yml"):
+        raise _UsageError(f"{out}: the merged baseline is written as YAML; name it <device key>.yaml")
+    if out.exists() and not any(out.resolve() == Path(f).resolve() for f in args.files):
+        raise _UsageError(f"{out}: exists and is not one of the inputs, whose entries would be lost; "
+                          f"pass it as the first input to merge into it, or choose another output")
     recordings, device, software = [], None, {}
     for f in args.files:
         dev, sw, records = load_recording(Path(f))
@@ -157,17 +172,16 @@ def _cmd_merge(args) -> int:
         if device is not None and dev["key"] != device["key"]:
             raise _UsageError(f"{f}: is for device {dev['key']!r}, but {args.files[0]} is for {device['key']!r}; "
                               f"only recordings of one GPU model can be merged")
-        device = dict(dev, peaks={**(device or {}).get("peaks", {}), **dev.get("peaks", {})})
+        device = dict(dev, peaks=merged_peaks((device or {}).get("peaks"), dev.get("peaks")))
         software = sw or software
         recordings.append((f, _by_id(records)))
     entries, notes = baseline_mod.combine(recordings, max_drift)
-    out = Path(args.output)
     baseline_mod.save(out, device, software, entries, keep_others=False)
-    drifts = sorted(e["drift"] for e in entries.values() if e.get("drift") is not None)
+    drifts = [e["drift"] for e in entries.values() if e.get("drift") is not None]
     print(f"gpuperf merge: {len(args.files)} recordings of {device['key']} -> {out}: {len(entries)} entries")
     if drifts:
-        print(f"drift (run-to-run spread of a test's medians): median {drifts[len(drifts) // 2]:.1%}, "
-              f"max {drifts[-1]:.1%}; {sum(d > 0.02 for d in drifts)} entries above 2%")
+        print(f"drift (range of a test's medians across recordings): median {statistics.median(drifts):.1%}, "
+              f"max {max(drifts):.1%}; {sum(d > 0.02 for d in drifts)} entries above 2%")
     for note in notes:
         print(f"note: {note}")
     return EXIT_OK
@@ -222,9 +236,10 @@ def _parser() -> _Parser:
     pl.set_defaults(func=_cmd_plot)
     m = sub.add_parser("merge", help="combine recordings of one GPU (several leases) into one baseline with drift",
                        description="Combine baselines or results JSON of one GPU model, oldest first, into OUT: each "
-                                   "entry gets the median of the recorded medians and their spread as `drift`, which "
-                                   "the comparison adds to its noise bound. A test whose medians differ by more than "
-                                   "--max-drift keeps its newest entry. OUT may be one of the inputs.")
+                                   "entry gets the median of the recorded medians and their range (largest / smallest "
+                                   "- 1) as `drift`, which the comparison adds to its noise bound. A test whose "
+                                   "medians differ by more than --max-drift keeps its newest entry. OUT may be one of "
+                                   "the inputs; an existing OUT that is not one is refused.")
     m.add_argument("files", metavar="FILE", nargs="+")
     m.add_argument("-o", "--output", required=True, metavar="OUT.yaml")
     m.add_argument("--max-drift", default=f"{MAX_DRIFT * 100:g}%",

@@ -220,9 +220,11 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
 
     memory, memory_change, mem_text = _judge_memory(base, now, threshold)
 
+    drift = as_number(base.get("drift"))
+    of_which = f", of which {drift * 100:.1f}% this test's drift between recordings" if drift else ""
     parts = [
         f"{time}: baseline {fmt_ms(base_ms)}, now {fmt_ms(now_ms)}, change {_pct(change)}"
-        f" (threshold {threshold * 100:.3g}%, noise ±{bound * 100:.1f}%)"
+        f" (threshold {threshold * 100:.3g}%, noise ±{bound * 100:.1f}%{of_which})"
     ]
     if time == "unsure":
         if abs(change) > threshold:

@@ -223,6 +223,15 @@ def measure_matmul_tflops(dtype_name: str, config=None) -> float:
     return round(best, 1)
 
 
+def merged_peaks(*maps: dict | None) -> dict[str, float]:
+    """Peak maps combined key by key, later ones winning; None counts as empty (a baseline may hold
+    `peaks: null`, and a run that measured no peak must not drop the stored ones)."""
+    out: dict[str, float] = {}
+    for m in maps:
+        out.update(m or {})
+    return out
+
+
 class Peaks:
     """Measured peaks of this device, measured on first use and kept in a cache dict (pytest's cache)."""
 

@@ -20,7 +20,7 @@ import pytest
 
 from . import baseline as baseline_mod
 from . import compare
-from .device import Peaks, describe, has_cuda, read_clocks, software_versions
+from .device import Peaks, describe, has_cuda, merged_peaks, read_clocks, software_versions
 from .timing import Measurement, TimingConfig, cuda_sync_timer, iter_tensors, measure
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
@@ -274,8 +274,8 @@ class GpuPerf:
         results = list(self.results.values())
         s = self.settings
         sw = software_versions()
-        stored = self.baseline.device.get("peaks", {}) if self.baseline else {}
-        device = dict(self.device, peaks={**stored, **self.peaks.values})  # a run that measured none keeps them
+        stored = self.baseline.device.get("peaks") if self.baseline else None
+        device = dict(self.device, peaks=merged_peaks(stored, self.peaks.values))
         errors = []
 
         def save() -> None:

@@ -5,7 +5,7 @@ The rules (each one a trap seen in practice):
 - Device work is asynchronous: samples are CUDA events on the stream the work runs on, never a host
   clock without a synchronize. Work still running on another stream after the measured stream is done
   is detected, and such a callable is timed with a device-wide synchronize instead (and says so).
-- A call shorter than events resolve (20 µs), or whose launches take more than half of a sample's
+- A call shorter than 20 µs (events resolve ~0.5 µs), or whose launches take more than half of a sample's
   GPU time (the call, plus the L2 flush ahead of it in cold mode), is launch-bound: it is captured
   k times in a CUDA graph and timed per replay; if it cannot be captured, k eager calls are queued
   behind a GPU spin so that launch gaps are not measured. The k calls of a replay run back to back:
@@ -49,8 +49,6 @@ MAX_GRAPH_CALLS = 1000
 # H100, so the bar is higher and relative to the call, and the best of 5 probes counts.
 PENDING_TOLERANCE_MS = 0.2
 PENDING_FRACTION = 0.25
-# A conservative read rate for the L2 flush (H100 HBM3 reads ~3 TB/s): a flush's GPU time in a sample.
-FLUSH_BYTES_PER_MS = 2.5e9
 # Host wall time a CPU sample aims for, so perf_counter's resolution is irrelevant.
 CPU_SAMPLE_S = 1e-4
 
@@ -374,11 +372,20 @@ class _CudaTimer:
             _OVERHEAD[key] = statistics.median(self._batch(lambda: None, 200, 200 * 0.01, flush, sync=False))
         return _OVERHEAD[key]
 
+    def _flush_ms(self, flush) -> float:
+        """GPU time of one L2 flush, measured once per device: what a cold sample adds ahead of the call."""
+        if flush is None:
+            return 0.0
+        if self.index not in _FLUSH_MS:
+            raw = self._batch(flush, 5, 0.05, None, sync=False)
+            _FLUSH_MS[self.index] = max(statistics.median(raw) - self._timer_overhead_ms(None), 0.0)
+        return _FLUSH_MS[self.index]
+
     def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, flush,
                 sync: bool, pad_each: bool = False) -> tuple[list[float], list[float]]:
         """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call."""
         overhead = self._timer_overhead_ms(flush)
-        flush_ms = 0.0 if flush is None else flush.est_ms
+        flush_ms = self._flush_ms(flush)
         per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + 0.005))))
         samples: list[float] = []
         batch_medians: list[float] = []
@@ -428,7 +435,7 @@ class _CudaTimer:
                 "uses other streams; each sample waits for the whole device (times include a synchronize)")
             method, calls = "device-sync", 1
             samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
-        elif launch_bound(gpu_ms, host_ms, 0.0 if flush is None else flush.est_ms, self.prefer):
+        elif launch_bound(gpu_ms, host_ms, self._flush_ms(flush), self.prefer):
             calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
             graph = self._graph(calls)
             if graph is not None:
@@ -460,6 +467,7 @@ class _CudaTimer:
 _FLUSH: dict[int, Any] = {}
 _SPIN: dict[int, float] = {}
 _OVERHEAD: dict[tuple[int, bool], float] = {}
+_FLUSH_MS: dict[int, float] = {}
 
 
 class _Flush:
@@ -473,7 +481,6 @@ class _Flush:
         self.torch = torch
         self.buffer, self.sink = _FLUSH[index]
         self.nbytes = self.buffer.nbytes
-        self.est_ms = self.nbytes / FLUSH_BYTES_PER_MS
 
     def __call__(self) -> None:
         self.torch.sum(self.buffer, dim=0, out=self.sink)

@@ -328,14 +328,14 @@ def test_concurrent_thread_writers_lose_nothing(tmp_path):
     assert len(bl.load(path, DEVICE["key"]).entries) == 32
 
 
-def test_combine_takes_the_median_of_medians_and_their_spread_as_drift():
+def test_combine_takes_the_median_of_medians_and_their_range_as_drift():
     a = {"t::x": result("t::x", 21.7e-3), "t::y": result("t::y", 1.0)}
     b = {"t::x": result("t::x", 24.7e-3), "t::z": result("t::z", 2.0)}
     out, notes = bl.combine([("a.yaml", a), ("b.json", b)])
     assert notes == []
     x = out["t::x"]
     assert x["median_ms"] == pytest.approx(23.2e-3)
-    assert x["drift"] == pytest.approx(1.5 / 23.2, rel=1e-4)
+    assert x["drift"] == pytest.approx(24.7 / 21.7 - 1, rel=1e-4)
     assert x["ci_ms"] == pytest.approx([23.2e-3 * 0.995, 23.2e-3 * 1.005], rel=1e-5)  # moved with the median
     assert x["gbps"] == pytest.approx(1500.0 * 24.7 / 23.2, rel=1e-5)  # rates move inversely
     assert "drift" not in out["t::y"] and "drift" not in out["t::z"]  # one recording each: nothing learned
@@ -352,6 +352,12 @@ def test_combine_keeps_the_newest_entry_where_the_test_really_changed():
     out, notes = bl.combine([("a", {"t::x": result("t::x", 0.46)}), ("b", {"t::x": result("t::x", 0.02)})])
     assert out["t::x"]["median_ms"] == 0.02 and "drift" not in out["t::x"]
     assert len(notes) == 1 and "t::x" in notes[0] and "kept b's entry" in notes[0]
+    # the cap is on the range: x2.2 between two leases is not combined, though each is 38% from the middle
+    out, notes = bl.combine([("a", {"t::x": result("t::x", 1.0)}), ("b", {"t::x": result("t::x", 2.2)})])
+    assert out["t::x"]["median_ms"] == 2.2 and "drift" not in out["t::x"] and "120%" in notes[0]
+    out, notes = bl.combine([("a", {"t::x": result("t::x", 1.0)}), ("b", {"t::x": result("t::x", 1.3)})],
+                            max_drift=0.25)
+    assert out["t::x"]["median_ms"] == 1.3 and "drift" not in out["t::x"] and "30%" in notes[0]
 
 
 def test_combine_only_combines_recordings_of_the_newest_method():
@@ -360,7 +366,20 @@ def test_combine_only_combines_recordings_of_the_newest_method():
     c = {"t::x": result("t::x", 1.12, method="graph")}
     out, notes = bl.combine([("a", a), ("b", b), ("c", c)])
     assert out["t::x"]["method"] == "graph" and out["t::x"]["median_ms"] == pytest.approx(1.11)
-    assert "by events in older recordings and by graph in c" in notes[0]
+    assert "measured events/cold (method/cache) in older recordings and graph/cold in c" in notes[0]
+
+
+def test_combine_never_mixes_cold_and_warm_cache_recordings():
+    out, notes = bl.combine([("a", {"t::x": result("t::x", 1.05)}), ("b", {"t::x": result("t::x", 1.2, cache="warm")})])
+    assert out["t::x"]["median_ms"] == 1.2 and out["t::x"]["cache"] == "warm" and "drift" not in out["t::x"]
+    assert "events/cold" in notes[0]
+
+
+def test_combine_leaves_out_records_that_are_not_valid_entries():
+    a = {"t::x": result("t::x", 0.0), "t::y": {"median_ms": None}}
+    out, notes = bl.combine([("a", a), ("b", {"t::x": result("t::x", 1.0)})])
+    assert out["t::x"]["median_ms"] == 1.0 and "t::y" not in out
+    assert any("t::x: left out of a" in n for n in notes) and any("t::y: left out of a" in n for n in notes)
 
 
 def test_rerecording_an_entry_keeps_its_drift_when_measured_the_same_way(tmp_path):
@@ -376,5 +395,7 @@ def test_rerecording_an_entry_keeps_its_drift_when_measured_the_same_way(tmp_pat
 def test_save_without_keeping_others_writes_exactly_the_entries(tmp_path):
     path = tmp_path / "b.yaml"
     bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::b"))
-    bl.save(path, DEVICE, SOFTWARE, entries("t::c"), keep_others=False)
-    assert sorted(bl.load(path).entries) == ["t::c"]
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(result("t::a"), drift=0.2)})
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::c"), keep_others=False)
+    b = bl.load(path)
+    assert sorted(b.entries) == ["t::a", "t::c"] and "drift" not in b.entries["t::a"]  # exactly what was given

@@ -233,7 +233,7 @@ def test_merge_learns_drift_and_then_compare_is_quiet(files, capsys, tmp_path):
     assert code == 0, err
     assert "2 recordings of nvidia-h100-80gb-hbm3" in text and "3 entries" in text
     merged = bl.load(out)
-    assert merged.entries[IDS[1]]["drift"] == pytest.approx(0.00425 / 0.09425, rel=1e-4)
+    assert merged.entries[IDS[1]]["drift"] == pytest.approx(0.0985 / 0.09 - 1, rel=1e-4)
     assert merged.software == SOFTWARE and merged.device["key"] == DEVICE["key"]
     # the 9% swing seen between two recordings is no regression against the merged baseline
     assert run(["compare", str(out), str(later)], capsys)[0] == 0
@@ -246,7 +246,7 @@ def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, t
     report.write_json(js, results, DEVICE, SOFTWARE, "2026-11-23T12:00:00")
     code, text, err = run(["merge", str(files["old"]), str(js), "-o", str(files["old"])], capsys)
     assert code == 0, err
-    assert bl.load(files["old"]).entries[IDS[0]]["drift"] == pytest.approx(0.01 / 1.01, rel=1e-3)
+    assert bl.load(files["old"]).entries[IDS[0]]["drift"] == pytest.approx(0.02, rel=1e-3)
 
 
 def test_merge_bad_input_is_exit_2(files, capsys, tmp_path):
@@ -258,4 +258,30 @@ def test_merge_bad_input_is_exit_2(files, capsys, tmp_path):
     code, _, err = run(["merge", str(files["old"]), str(files["same"]), "-o", str(corrupt)], capsys)
     assert code == 2 and str(corrupt) in err and corrupt.read_text() == "entries: ["  # reported, never overwritten
     code, _, err = run(["merge", str(files["old"]), "-o", str(tmp_path / "m.yaml"), "--max-drift", "abc"], capsys)
-    assert code == 2 and "abc" in err
+    assert code == 2 and "--max-drift" in err and "abc" in err
+    code, _, err = run(["merge", str(files["old"]), str(files["same"]), "-o", str(files["slow"])], capsys)
+    assert code == 2 and "not one of the inputs" in err  # its entries would be lost
+    code, _, err = run(["merge", str(files["old"]), "-o", str(tmp_path / "m.json")], capsys)
+    assert code == 2 and "YAML" in err
+
+
+def test_merge_keeps_peaks_and_survives_null_ones(files, capsys, tmp_path):
+    no_peaks = write_baseline(tmp_path / "np" / "nvidia-h100-80gb-hbm3.yaml", [0.1, 0.09, 0.085],
+                              device=dict(DEVICE, peaks=None))
+    other = write_baseline(tmp_path / "o" / "nvidia-h100-80gb-hbm3.yaml", [0.1, 0.09, 0.085],
+                           device=dict(DEVICE, peaks={"copy_gbps": 3100.0, "fp32_tflops": 51.0}))
+    out = tmp_path / "m.yaml"
+    assert run(["merge", str(files["old"]), str(no_peaks), str(other), "-o", str(out)], capsys)[0] == 0
+    assert bl.load(out).device["peaks"] == {"copy_gbps": 3100.0, "bf16_tflops": 738.0, "fp32_tflops": 51.0}
+
+
+def test_show_has_a_drift_column_for_merged_baselines(files, capsys, tmp_path):
+    later = write_baseline(tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml", [0.10, 0.0985, 0.085])
+    out = tmp_path / "merged.yaml"
+    run(["merge", str(files["old"]), str(later), "-o", str(out)], capsys)
+    code, text, _ = run(["show", str(out)], capsys)
+    assert code == 0 and "drift" in text
+    row = next(line for line in text.splitlines() if "triton-float32-4096x4096" in line)
+    assert "9.4%" in row
+    code, text, _ = run(["compare", str(out), str(later)], capsys)
+    assert code == 0

@@ -206,7 +206,8 @@ def test_drift_learned_across_recordings_widens_the_bound():
     # 21.7 vs 24.7 µs on two leases of one H100 model (an L2-sized elementwise op): merged, the entry is
     # 23.2 µs with 6.5% drift, and either lease's figure again is no regression
     base = rec(23.2e-3, ci=(23.15e-3, 23.25e-3), drift=0.065)
-    assert judge(base, rec(24.7e-3, ci=(24.65e-3, 24.75e-3)), 0.05).time != "slower"
+    verdict = judge(base, rec(24.7e-3, ci=(24.65e-3, 24.75e-3)), 0.05)
+    assert verdict.time != "slower" and "of which 6.5% this test's drift" in verdict.message
     assert judge(base, rec(27.8e-3, ci=(27.75e-3, 27.85e-3)), 0.05).time == "slower"  # +20% still is
     without = {k: v for k, v in base.items() if k != "drift"}
     assert judge(without, rec(24.7e-3, ci=(24.65e-3, 24.75e-3)), 0.05).time == "slower"
