@@ -129,7 +129,7 @@ def noise_bound(base: dict, now: dict) -> float:
     measured for this test), and clocks can explain."""
     base_ms = as_number(base.get("median_ms")) or 0.0
     absolute = NOISE_FLOOR_MS / base_ms if base_ms > 0 else 0.0
-    drift = max(as_number(base.get("drift")) or 0.0, 0.0)
+    drift = max(as_number(base.get("drift")) or 0.0, as_number(now.get("drift")) or 0.0, 0.0)
     return (math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + NOISE_FLOOR + absolute
             + drift + clock_change(base, now))
 
