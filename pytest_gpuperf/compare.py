@@ -9,7 +9,7 @@ noise bound: the change that the measurement noise of the two sides can explain.
 where h is the relative half-width of one side's 95% confidence interval of its median ("ci_ms"
 when the record has it, else the normal approximation Z * 1.2533 * noise / sqrt(samples)), the
 floors cover the run-to-run variation (clocks, power, thermal state, placement) that no within-run
-statistic can see, and drift is the run-to-run variation measured for this very test: the spread of
+statistic can see, and drift is the run-to-run variation measured for this very test: the range of
 its medians over the recordings that `gpuperf merge` combined into the baseline entry.
 
 Verdicts (for time; memory uses the same words):
@@ -89,6 +89,8 @@ class Verdict:
     threshold: float
     noise_bound: float | None
     message: str
+    #: the part of noise_bound that no re-measurement can shrink (floors, drift, clock change)
+    floor_bound: float | None = None
 
 
 def as_number(x) -> float | None:
@@ -124,14 +126,23 @@ def clock_change(base: dict, now: dict) -> float:
     return abs(n / b - 1.0) if b and n and b > 0 else 0.0
 
 
+def floor_bound(base: dict, now: dict) -> float:
+    """The part of the noise bound that is not statistics of the two samples: the run-to-run floors
+    (relative and absolute), the drift measured for this test, and the clock change."""
+    base_ms = as_number(base.get("median_ms")) or 0.0
+    absolute = NOISE_FLOOR_MS / base_ms if base_ms > 0 else 0.0
+    return NOISE_FLOOR + absolute + drift(base, now) + clock_change(base, now)
+
+
+def drift(base: dict, now: dict) -> float:
+    """The run-to-run drift `gpuperf merge` measured for this test (either side may carry it)."""
+    return max(as_number(base.get("drift")) or 0.0, as_number(now.get("drift")) or 0.0, 0.0)
+
+
 def noise_bound(base: dict, now: dict) -> float:
     """The relative change that the noise of both sides, run-to-run drift (the floors, and the drift
     measured for this test), and clocks can explain."""
-    base_ms = as_number(base.get("median_ms")) or 0.0
-    absolute = NOISE_FLOOR_MS / base_ms if base_ms > 0 else 0.0
-    drift = max(as_number(base.get("drift")) or 0.0, as_number(now.get("drift")) or 0.0, 0.0)
-    return (math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + NOISE_FLOOR + absolute
-            + drift + clock_change(base, now))
+    return math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + floor_bound(base, now)
 
 
 def fmt_ms(ms: float | None) -> str:
@@ -220,8 +231,8 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
 
     memory, memory_change, mem_text = _judge_memory(base, now, threshold)
 
-    drift = as_number(base.get("drift"))
-    of_which = f", of which {drift * 100:.1f}% this test's drift between recordings" if drift else ""
+    learned = drift(base, now)
+    of_which = f", of which {learned * 100:.1f}% this test's drift between recordings" if learned else ""
     parts = [
         f"{time}: baseline {fmt_ms(base_ms)}, now {fmt_ms(now_ms)}, change {_pct(change)}"
         f" (threshold {threshold * 100:.3g}%, noise ±{bound * 100:.1f}%{of_which})"
@@ -239,7 +250,8 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
         parts.append("throttled: " + ",".join(str(t) for t in throttle))
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
-    return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts))
+    return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
+                   floor_bound(base, now))
 
 
 def is_regression(v: Verdict) -> bool:
@@ -249,11 +261,14 @@ def is_regression(v: Verdict) -> bool:
 
 def is_suspect(v: Verdict) -> bool:
     """Should the plugin re-measure before deciding? A slowdown, or an unsure result that is slower by
-    more than the threshold. Not an unsure result whose noise bound alone exceeds the threshold (a
-    kernel of a few µs under the absolute floor): measuring again can't change that verdict."""
+    more than the threshold, where a tighter measurement could tell. The plugin keeps the fastest of
+    its measurements, so a change can only shrink on re-measurement: an unsure change that the floors
+    alone explain (a kernel of a few µs under the absolute floor, a test with a large drift) stays
+    unsure however often it is measured, and is not re-measured."""
     if v.time == "slower" or v.memory == "slower":
         return True
-    return v.time == "unsure" and v.change is not None and v.change > v.threshold
+    return (v.time == "unsure" and v.change is not None and v.change > v.threshold
+            and (v.floor_bound is None or v.change > v.floor_bound))
 
 
 def judge_all(base_entries: dict[str, dict], now_results: dict[str, dict], threshold: float,

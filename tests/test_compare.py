@@ -144,6 +144,18 @@ def test_judge_all_and_is_suspect():
     assert not compare.is_suspect(judge(rec(1.0), rec(1.0), 0.05))
 
 
+def test_only_results_a_re_measurement_could_change_are_suspect():
+    # a 2 µs kernel +10%: under the 0.5 µs absolute floor (25%), re-measuring (which keeps the fastest
+    # run, so the change can only shrink) can never make it slower
+    assert judge(rec(2e-3), rec(2.2e-3), 0.05).time == "unsure"
+    assert not compare.is_suspect(judge(rec(2e-3), rec(2.2e-3), 0.05))
+    # likewise +10% on a test whose recordings drifted by 15%
+    assert not compare.is_suspect(judge(rec(1.0, drift=0.15), rec(1.1), 0.05))
+    # but +10% hidden only by a noisy measurement's wide CI is worth measuring again
+    noisy = judge(rec(1.0, ci=(0.999, 1.001)), rec(1.1, ci=(0.95, 1.25)), 0.05)
+    assert noisy.time == "unsure" and compare.is_suspect(noisy)
+
+
 # ---- the gate on simulated measurements -------------------------------------------------------------------
 
 
