@@ -408,7 +408,8 @@ class GpuBenchmark:
         record["baseline"] = base
         if verdict is not None:
             record.update(verdict=verdict.time, memory_verdict=verdict.memory, change=verdict.change,
-                          memory_change=verdict.memory_change, message=verdict.message,
+                          memory_change=verdict.memory_change, noise_bound=verdict.noise_bound,
+                          message=verdict.message,
                           regression=compare.is_regression(verdict))
         perf.store_peaks()
         return record, measurement

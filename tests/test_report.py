@@ -323,3 +323,12 @@ def test_report_module_does_not_import_torch_or_matplotlib():
     env = dict(os.environ)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.stdout.split() == ["False", "False"], proc.stdout + proc.stderr
+
+
+def test_summary_says_how_many_unsure_results_could_not_see_the_threshold():
+    results = make_results(with_baseline=False)[:3]
+    results[0].update(verdict="unsure", noise_bound=0.26, threshold=0.05)   # a 2 µs kernel under the 0.5 µs floor
+    results[1].update(verdict="unsure", noise_bound=0.03, threshold=0.05)   # +7%, within a noisy run's bound
+    results[2].update(verdict="same", noise_bound=0.02, threshold=0.05)
+    line = report.terminal_lines(results, DEVICE)[-1]
+    assert line == "3 measured: 2 unsure (1 too short or too noisy for the threshold to be seen), 1 same"
