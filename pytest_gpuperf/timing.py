@@ -261,8 +261,10 @@ def _measure_cpu(fn: Callable[[], Any], config: TimingConfig, value: Any,
 class _CudaTimer:
     """One CUDA measurement: warm-up and calibration, method choice, then batches of samples."""
 
-    def __init__(self, fn: Callable[[], Any], config: TimingConfig, inputs: Any, prefer: str | None) -> None:
-        import torch
+    def __init__(self, fn: Callable[[], Any], config: TimingConfig, inputs: Any, prefer: str | None,
+                 torch: Any = None) -> None:
+        if torch is None:  # tests pass a simulated device (tests/sim_cuda.py)
+            import torch
 
         self.torch = torch
         self.fn = fn

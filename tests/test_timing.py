@@ -57,3 +57,48 @@ def test_precision_target_stops_early_on_a_steady_function() -> None:
 ])
 def test_launch_bound_counts_the_flush_in_a_samples_gpu_time(gpu_ms, host_ms, flush_ms, prefer, graph) -> None:
     assert launch_bound(gpu_ms, host_ms, flush_ms, prefer) is graph
+
+
+# ---- the CUDA path on a simulated device (tests/sim_cuda.py) ----------------------------------------------------
+
+@pytest.fixture
+def sim(monkeypatch):
+    from pytest_gpuperf import timing
+    from sim_cuda import SimDevice
+
+    for cache in ("_FLUSH", "_SPIN", "_OVERHEAD", "_FLUSH_MS"):  # per-device calibrations of earlier tests
+        monkeypatch.setattr(timing, cache, {})
+    # a 350 µs flush: times scaled up ~10x from an H100 so that Python's own overhead stays negligible
+    return SimDevice(l2_bytes=525 << 20, read_bytes_per_ms=3e9)
+
+
+def _run(sim, fn, prefer=None, cache="cold"):
+    from pytest_gpuperf import timing
+
+    config = TimingConfig(cache=cache, budget_s=0.15, warmup_s=0.01, batch_s=0.01)
+    return timing._CudaTimer(fn, config, (), prefer, torch=sim.torch).run()
+
+
+def test_sim_a_call_whose_launch_the_flush_hides_is_timed_with_events(sim) -> None:
+    m = _run(sim, sim.kernel(0.25, host_ms=0.15))
+    assert m.method == "events"
+    assert m.median_ms == pytest.approx(0.25, rel=0.05)
+
+
+def test_sim_the_same_call_on_a_warm_cache_is_launch_bound(sim) -> None:
+    m = _run(sim, sim.kernel(0.25, host_ms=0.15), cache="warm")
+    assert m.method == "graph" and m.calls_per_sample >= 10
+    assert m.median_ms == pytest.approx(0.25, rel=0.05)
+
+
+@pytest.mark.parametrize("prefer", [None, "events"])
+def test_sim_launch_bound_calls_are_timed_without_launch_gaps(sim, prefer) -> None:
+    m = _run(sim, sim.kernel(0.1, host_ms=0.4), prefer=prefer)
+    assert m.method == "graph"  # an events baseline does not force events that would time the gaps
+    assert m.median_ms == pytest.approx(0.1, rel=0.05)
+
+
+def test_sim_short_calls_are_timed_in_graphs(sim) -> None:
+    m = _run(sim, sim.kernel(0.005))
+    assert m.method == "graph" and m.calls_per_sample >= 100  # ~2 ms per replay
+    assert m.median_ms == pytest.approx(0.005, rel=0.05)

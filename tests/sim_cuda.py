@@ -1,0 +1,111 @@
+"""A simulated CUDA device, so timing.py's GPU path (method choice, flush, spins, graphs, event
+arithmetic) runs in CPU-only CI.
+
+One stream on a real-time clock: a launch queues `ms` of work behind what is queued, starting no
+earlier than the host's launch (so launch gaps happen as on a GPU); an event is stamped when the
+queue reaches it; synchronize waits (really) until the queue drains. Graph capture records launches
+and a replay queues them back to back with no host in between. Work can be given a host-side
+launch cost, which is what makes a call launch-bound.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from types import SimpleNamespace
+
+
+def _now_ms() -> float:
+    return time.perf_counter() * 1e3
+
+
+def _busy(ms: float) -> None:
+    end = _now_ms() + ms
+    while _now_ms() < end:
+        pass
+
+
+class SimDevice:
+    SPIN_CYCLES_PER_MS = 1e6
+
+    def __init__(self, l2_bytes: int = 50 << 20, read_bytes_per_ms: float = 3e9) -> None:
+        self.l2_bytes = l2_bytes
+        self.read_bytes_per_ms = read_bytes_per_ms
+        self.free_at = 0.0  # ms (perf_counter clock) at which the queue drains
+        self.capturing: list[float] | None = None
+        self.torch = self._module()
+
+    # -- the device ----------------------------------------------------------------------------
+    def launch(self, ms: float, host_ms: float = 0.0) -> None:
+        """Queue `ms` of GPU work; the launch itself takes `host_ms` of host time first."""
+        _busy(host_ms)
+        if self.capturing is not None:
+            self.capturing.append(ms)
+            return
+        self.free_at = max(self.free_at, _now_ms()) + ms
+
+    def stamp(self) -> float:
+        self.free_at = max(self.free_at, _now_ms())
+        return self.free_at
+
+    def synchronize(self) -> None:
+        _busy(self.free_at - _now_ms())
+
+    # -- the torch surface timing.py uses ----------------------------------------------------------
+    def _module(self) -> SimpleNamespace:
+        dev = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                self.t: float | None = None
+
+            def record(self) -> None:
+                self.t = dev.stamp()
+
+            def synchronize(self) -> None:
+                _busy(self.t - _now_ms())
+
+            def elapsed_time(self, end: "Event") -> float:
+                return end.t - self.t
+
+        class CUDAGraph:
+            def __init__(self) -> None:
+                self.nodes: list[float] = []
+
+            def replay(self) -> None:
+                dev.launch(sum(self.nodes))
+
+        @contextlib.contextmanager
+        def graph(g: CUDAGraph):
+            dev.capturing = g.nodes
+            try:
+                yield
+            finally:
+                dev.capturing = None
+
+        class Stream:
+            def wait_stream(self, other: "Stream") -> None:
+                pass
+
+        class Tensor:
+            def __init__(self, nbytes: int) -> None:
+                self.nbytes = nbytes
+
+        def zeros(n: int, dtype=None, device=None) -> Tensor:
+            return Tensor(4 * n)
+
+        def total(t: Tensor, dim=None, out=None) -> None:  # the L2 flush: a read of the buffer
+            dev.launch(t.nbytes / dev.read_bytes_per_ms)
+
+        cuda = SimpleNamespace(
+            Event=Event, CUDAGraph=CUDAGraph, graph=graph, Stream=Stream,
+            current_stream=lambda: Stream(), stream=lambda s: contextlib.nullcontext(),
+            synchronize=self.synchronize, current_device=lambda: 0,
+            _sleep=lambda cycles: self.launch(cycles / self.SPIN_CYCLES_PER_MS),
+            get_device_properties=lambda i: SimpleNamespace(L2_cache_size=self.l2_bytes),
+            memory_allocated=lambda: 0, max_memory_allocated=lambda: 0, reset_peak_memory_stats=lambda: None,
+        )
+        return SimpleNamespace(cuda=cuda, zeros=zeros, empty=lambda *a, **k: Tensor(4), sum=total, float32="float32")
+
+    def kernel(self, ms: float, host_ms: float = 0.0):
+        """A callable that launches one kernel of `ms` GPU time, its launch costing `host_ms`."""
+        return lambda: self.launch(ms, host_ms)
