@@ -1,7 +1,7 @@
 """A simulated CUDA device, so timing.py's GPU path (method choice, flush, spins, graphs, event
 arithmetic) runs in CPU-only CI.
 
-One stream on a real-time clock: a launch queues `ms` of work behind what is queued, starting no
+A stream on a real-time clock (and a second one, for work a callable leaves behind): a launch queues `ms` of work behind what is queued, starting no
 earlier than the host's launch (so launch gaps happen as on a GPU); an event is stamped when the
 queue reaches it; synchronize waits (really) until the queue drains. Graph capture records launches
 and a replay queues them back to back with no host in between. Work can be given a host-side
@@ -31,6 +31,7 @@ class SimDevice:
         self.l2_bytes = l2_bytes
         self.read_bytes_per_ms = read_bytes_per_ms
         self.free_at = 0.0  # ms (perf_counter clock) at which the queue drains
+        self.side_free_at = 0.0  # the same for a second stream, which events on the first don't see
         self.capturing: list[float] | None = None
         self.torch = self._module()
 
@@ -43,12 +44,19 @@ class SimDevice:
             return
         self.free_at = max(self.free_at, _now_ms()) + ms
 
+    def launch_on_side_stream(self, ms: float) -> None:
+        """Queue work on another stream that first waits for the measured stream's queue (torch's
+        `side.wait_stream(current)` pattern), then runs beside whatever is queued after it."""
+        self.side_free_at = max(self.side_free_at, self.free_at, _now_ms()) + ms
+
     def stamp(self) -> float:
         self.free_at = max(self.free_at, _now_ms())
         return self.free_at
 
     def synchronize(self) -> None:
-        _busy(self.free_at - _now_ms())
+        """The whole device: both streams."""
+        _busy(max(self.free_at, self.side_free_at) - _now_ms())
+        self.free_at = max(self.free_at, self.side_free_at)
 
     # -- the torch surface timing.py uses ----------------------------------------------------------
     def _module(self) -> SimpleNamespace:

@@ -102,3 +102,13 @@ def test_sim_short_calls_are_timed_in_graphs(sim) -> None:
     m = _run(sim, sim.kernel(0.005))
     assert m.method == "graph" and m.calls_per_sample >= 100  # ~2 ms per replay
     assert m.median_ms == pytest.approx(0.005, rel=0.05)
+
+
+def test_sim_work_left_on_another_stream_is_waited_for_not_missed(sim) -> None:
+    def fn() -> None:
+        sim.launch(0.05)                  # on the measured stream ...
+        sim.launch_on_side_stream(1.0)    # ... and 1 ms more that an event on it would not see
+
+    m = _run(sim, fn)
+    assert m.method == "device-sync" and any("other streams" in w for w in m.warnings)
+    assert m.median_ms == pytest.approx(1.05, rel=0.05)
