@@ -89,8 +89,8 @@ class Verdict:
     threshold: float
     noise_bound: float | None
     message: str
-    #: the part of noise_bound that no re-measurement can shrink (floors, drift, clock change)
-    floor_bound: float | None = None
+    #: the part of noise_bound that no re-measurement of `now` can shrink (see fixed_bound)
+    fixed_bound: float | None = None
 
 
 def as_number(x) -> float | None:
@@ -126,12 +126,18 @@ def clock_change(base: dict, now: dict) -> float:
     return abs(n / b - 1.0) if b and n and b > 0 else 0.0
 
 
-def floor_bound(base: dict, now: dict) -> float:
-    """The part of the noise bound that is not statistics of the two samples: the run-to-run floors
-    (relative and absolute), the drift measured for this test, and the clock change."""
+def _floors(base: dict, now: dict) -> float:
+    """The run-to-run floors (relative and absolute) plus the drift measured for this test."""
     base_ms = as_number(base.get("median_ms")) or 0.0
     absolute = NOISE_FLOOR_MS / base_ms if base_ms > 0 else 0.0
-    return NOISE_FLOOR + absolute + drift(base, now) + clock_change(base, now)
+    return NOISE_FLOOR + absolute + drift(base, now)
+
+
+def fixed_bound(base: dict, now: dict) -> float:
+    """The part of the noise bound that no re-measurement of `now` can shrink: the floors, the drift
+    and the baseline's own CI half-width. (Not the clock change: a re-measurement at another clock
+    changes it.)"""
+    return relative_halfwidth(base) + _floors(base, now)
 
 
 def drift(base: dict, now: dict) -> float:
@@ -142,7 +148,8 @@ def drift(base: dict, now: dict) -> float:
 def noise_bound(base: dict, now: dict) -> float:
     """The relative change that the noise of both sides, run-to-run drift (the floors, and the drift
     measured for this test), and clocks can explain."""
-    return math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + floor_bound(base, now)
+    return (math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + _floors(base, now)
+            + clock_change(base, now))
 
 
 def fmt_ms(ms: float | None) -> str:
@@ -251,7 +258,7 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
-                   floor_bound(base, now))
+                   fixed_bound(base, now))
 
 
 def is_regression(v: Verdict) -> bool:
@@ -260,15 +267,18 @@ def is_regression(v: Verdict) -> bool:
 
 
 def is_suspect(v: Verdict) -> bool:
-    """Should the plugin re-measure before deciding? A slowdown, or an unsure result that is slower by
-    more than the threshold, where a tighter measurement could tell. The plugin keeps the fastest of
-    its measurements, so a change can only shrink on re-measurement: an unsure change that the floors
-    alone explain (a kernel of a few µs under the absolute floor, a test with a large drift) stays
-    unsure however often it is measured, and is not re-measured."""
+    """Should the plugin re-measure before deciding? A slowdown, or an unsure result that some
+    re-measurement could turn into `slower`. The plugin keeps the fastest of its measurements, so
+    the change can only shrink, and the bound cannot fall below `fixed_bound`: an unsure result can
+    become slower only if `change > fixed and change + fixed >= threshold`. A kernel of a few µs
+    under the absolute floor, or a test with a large drift, stays unsure however often it is
+    measured, and is not re-measured."""
     if v.time == "slower" or v.memory == "slower":
         return True
-    return (v.time == "unsure" and v.change is not None and v.change > v.threshold
-            and (v.floor_bound is None or v.change > v.floor_bound))
+    if v.time != "unsure" or v.change is None:
+        return False
+    fixed = v.fixed_bound if v.fixed_bound is not None else 0.0
+    return v.change > fixed and v.change + fixed >= v.threshold
 
 
 def judge_all(base_entries: dict[str, dict], now_results: dict[str, dict], threshold: float,

@@ -409,6 +409,7 @@ class GpuBenchmark:
         if verdict is not None:
             record.update(verdict=verdict.time, memory_verdict=verdict.memory, change=verdict.change,
                           memory_change=verdict.memory_change, noise_bound=verdict.noise_bound,
+                          fixed_bound=verdict.fixed_bound,
                           message=verdict.message,
                           regression=compare.is_regression(verdict))
         perf.store_peaks()

@@ -111,9 +111,10 @@ def _verdict_text(r: dict) -> str:
     return v
 
 
-def _too_noisy(r: dict) -> bool:
-    bound, threshold = as_number(r.get("noise_bound")), as_number(r.get("threshold"))
-    return bound is not None and threshold is not None and bound > threshold
+def _unresolvable(r: dict) -> bool:
+    """An unsure result that no re-measurement could resolve: its floors and drift exceed the threshold."""
+    fixed, threshold = as_number(r.get("fixed_bound")), as_number(r.get("threshold"))
+    return fixed is not None and threshold is not None and fixed > threshold
 
 
 def _summary_counts(results: list[dict]) -> str:
@@ -127,10 +128,10 @@ def _summary_counts(results: list[dict]) -> str:
     text = f"{measured} measured"
     order = ("slower", "unsure", "faster", "same", "new", "missing")
     parts = [f"{counts[v]} {v}" for v in order if counts.get(v)]
-    blind = sum(1 for r in results if r.get("verdict") == "unsure" and _too_noisy(r))
+    blind = sum(1 for r in results if r.get("verdict") == "unsure" and _unresolvable(r))
     if blind:
         i = next(k for k, p in enumerate(parts) if p.endswith(" unsure"))
-        parts[i] += f" ({blind} too short or too noisy for the threshold to be seen)"
+        parts[i] += f" ({blind} too short or too variable between runs for their threshold to be seen)"
     if mem_slower:
         parts.append(f"{mem_slower} with more peak memory")
     return text + (": " + ", ".join(parts) if parts else "")
@@ -368,7 +369,7 @@ def write_markdown(path: Path, results: list[dict], device: dict, software: dict
 
 _EXTRA_KEYS = ("gbps", "tflops", "pct_of_peak", "bytes", "flops", "peak_memory_bytes", "noise", "ci_ms",
                "method", "calls_per_sample", "cache", "sm_clock_mhz", "throttle", "verdict", "memory_verdict",
-               "change", "memory_change", "noise_bound", "threshold", "message", "remeasured", "warnings")
+               "change", "memory_change", "noise_bound", "fixed_bound", "threshold", "message", "remeasured", "warnings")
 
 
 def _finite(obj: Any) -> Any:

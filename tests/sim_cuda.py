@@ -1,11 +1,15 @@
 """A simulated CUDA device, so timing.py's GPU path (method choice, flush, spins, graphs, event
 arithmetic) runs in CPU-only CI.
 
-A stream on a real-time clock (and a second one, for work a callable leaves behind): a launch queues `ms` of work behind what is queued, starting no
-earlier than the host's launch (so launch gaps happen as on a GPU); an event is stamped when the
-queue reaches it; synchronize waits (really) until the queue drains. Graph capture records launches
-and a replay queues them back to back with no host in between. Work can be given a host-side
-launch cost, which is what makes a call launch-bound.
+A stream on a real-time clock (and a second one, for work a callable leaves behind): a launch
+queues `ms` of work behind what is queued, starting no earlier than the host's launch (so launch
+gaps happen as on a GPU); an event is stamped when the queue reaches it, and reading an event the
+queue has not reached is an error, as on a GPU; synchronize waits (really) until both queues
+drain. Graph capture records launches and a replay queues them back to back. Work can be given a
+host-side launch cost, which is what makes a call launch-bound.
+
+Not modelled: a bounded launch queue (the host never blocks), capture of side-stream work, stream
+objects (one stream), and the cost of an event pair (zero here).
 """
 from __future__ import annotations
 
@@ -65,6 +69,7 @@ class SimDevice:
         class Event:
             def __init__(self, enable_timing: bool = False) -> None:
                 self.t: float | None = None
+                self.timing = enable_timing
 
             def record(self) -> None:
                 self.t = dev.stamp()
@@ -73,6 +78,10 @@ class SimDevice:
                 _busy(self.t - _now_ms())
 
             def elapsed_time(self, end: "Event") -> float:
+                if not (self.timing and end.timing):
+                    raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+                if self.t is None or end.t is None or _now_ms() < end.t:
+                    raise RuntimeError("CUDA error: device not ready (an event not yet recorded or reached)")
                 return end.t - self.t
 
         class CUDAGraph:

@@ -154,6 +154,13 @@ def test_only_results_a_re_measurement_could_change_are_suspect():
     # but +10% hidden only by a noisy measurement's wide CI is worth measuring again
     noisy = judge(rec(1.0, ci=(0.999, 1.001)), rec(1.1, ci=(0.95, 1.25)), 0.05)
     assert noisy.time == "unsure" and compare.is_suspect(noisy)
+    # so is +4% under a wide CI: measured tightly, +4% with a ~1% bound is a threshold-sized slowdown
+    assert compare.is_suspect(judge(rec(1.0, ci=(0.999, 1.001)), rec(1.04, ci=(0.96, 1.12)), 0.05))
+    # and a compute-bound result from a throttled run: the clock term goes away at the right clock
+    base = rec(1.0, ci=(0.999, 1.001), sm_clock_mhz=1680)
+    throttled = judge(base, rec(1.10, ci=(1.099, 1.101), sm_clock_mhz=1450), 0.05)
+    assert throttled.time == "unsure" and compare.is_suspect(throttled)
+    assert judge(base, rec(1.08, ci=(1.079, 1.081), sm_clock_mhz=1680), 0.05).time == "slower"
 
 
 # ---- the gate on simulated measurements -------------------------------------------------------------------

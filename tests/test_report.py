@@ -327,8 +327,9 @@ def test_report_module_does_not_import_torch_or_matplotlib():
 
 def test_summary_says_how_many_unsure_results_could_not_see_the_threshold():
     results = make_results(with_baseline=False)[:3]
-    results[0].update(verdict="unsure", noise_bound=0.26, threshold=0.05)   # a 2 µs kernel under the 0.5 µs floor
-    results[1].update(verdict="unsure", noise_bound=0.03, threshold=0.05)   # +7%, within a noisy run's bound
-    results[2].update(verdict="same", noise_bound=0.02, threshold=0.05)
+    results[0].update(verdict="unsure", fixed_bound=0.26, threshold=0.05)  # a 2 µs kernel under the 0.5 µs floor
+    results[1].update(verdict="unsure", fixed_bound=0.011, threshold=0.05)  # a noisy run: measuring again can tell
+    results[2].update(verdict="same", fixed_bound=0.011, threshold=0.05)
     line = report.terminal_lines(results, DEVICE)[-1]
-    assert line == "3 measured: 2 unsure (1 too short or too noisy for the threshold to be seen), 1 same"
+    assert line == ("3 measured: 2 unsure (1 too short or too variable between runs for their threshold to be "
+                    "seen), 1 same")

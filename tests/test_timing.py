@@ -68,14 +68,14 @@ def sim(monkeypatch):
 
     for cache in ("_FLUSH", "_SPIN", "_OVERHEAD", "_FLUSH_MS"):  # per-device calibrations of earlier tests
         monkeypatch.setattr(timing, cache, {})
-    # a 350 µs flush: times scaled up ~10x from an H100 so that Python's own overhead stays negligible
+    # a ~370 µs flush: times scaled up ~10x from an H100 so that Python's own overhead stays negligible
     return SimDevice(l2_bytes=525 << 20, read_bytes_per_ms=3e9)
 
 
 def _run(sim, fn, prefer=None, cache="cold"):
     from pytest_gpuperf import timing
 
-    config = TimingConfig(cache=cache, budget_s=0.15, warmup_s=0.01, batch_s=0.01)
+    config = TimingConfig(cache=cache, budget_s=0.15, warmup_s=0.05, batch_s=0.01)
     return timing._CudaTimer(fn, config, (), prefer, torch=sim.torch).run()
 
 
