@@ -112,3 +112,26 @@ def test_sim_work_left_on_another_stream_is_waited_for_not_missed(sim) -> None:
     m = _run(sim, fn)
     assert m.method == "device-sync" and any("other streams" in w for w in m.warnings)
     assert m.median_ms == pytest.approx(1.05, rel=0.05)
+
+
+def test_sim_a_short_call_that_cannot_be_captured_is_timed_as_queued_calls(sim) -> None:
+    def fn() -> None:
+        if sim.capturing is not None:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        sim.launch(0.005)
+
+    m = _run(sim, fn)
+    assert m.method == "queued" and any("graph capture failed" in w for w in m.warnings)
+    assert m.median_ms == pytest.approx(0.005, rel=0.1)
+
+
+def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim) -> None:
+    from pytest_gpuperf import timing
+
+    fn = sim.kernel(0.25, host_ms=0.05)
+    tight = timing._CudaTimer(fn, TimingConfig(precision=0.005, budget_s=5.0, warmup_s=0.02, batch_s=0.01),
+                              (), None, torch=sim.torch)
+    started = time.perf_counter()
+    m = tight.run()
+    assert time.perf_counter() - started < 1.0  # a noiseless device: the CI closes long before the budget
+    assert m.stats.samples >= TimingConfig.min_samples and len(m.batch_medians) >= TimingConfig.min_batches
