@@ -159,6 +159,7 @@ class GpuPerf:
         self.is_worker = hasattr(config, "workerinput")
         self.results: dict[str, dict] = {}
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._t0 = time.perf_counter()
         self._peaks: Peaks | None = None
         self._stored_peaks: dict[str, float] = {}
         self.collected: set[str] = set()
@@ -316,6 +317,8 @@ class GpuPerf:
         if missing:
             tr.write_line(f"gpuperf: {len(missing)} baseline entries collected but not measured (missing): "
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
+        if results:
+            tr.write_line(report.time_line(results, time.perf_counter() - self._t0))
         regressions = [r for r in results if r.get("regression")]
         if regressions:
             tr.write_line(f"gpuperf: {len(regressions)} regression(s) against {self.baseline_path}",
@@ -394,8 +397,11 @@ class GpuBenchmark:
         if settings.compare and perf.baseline is not None:
             base = perf.baseline.entries.get(self._item.nodeid)
         best: tuple[dict, Measurement] | None = None
+        wall_s = sampled_s = first_s = 0.0
         for attempt in range(settings.retries + 1):
             measurement = measure(call, settings.timing, inputs=inputs, prefer=(base or {}).get("method"))
+            wall_s, sampled_s = wall_s + measurement.wall_s, sampled_s + measurement.measured_s
+            first_s += measurement.first_call_s
             record = self._record(measurement, inputs, nbytes, flops)
             if best is None or record["median_ms"] < best[0]["median_ms"]:
                 best = (record, measurement)
@@ -404,6 +410,7 @@ class GpuBenchmark:
                 break
         record, measurement = best
         record["remeasured"] = attempt
+        record.update(wall_s=wall_s, measured_s=sampled_s, first_call_s=first_s)  # all attempts: the test's cost
         record["threshold"] = threshold
         record["baseline"] = base
         if verdict is not None:

@@ -137,6 +137,21 @@ def _summary_counts(results: list[dict]) -> str:
     return text + (": " + ", ".join(parts) if parts else "")
 
 
+def time_line(results: list[dict], session_s: float) -> str:
+    """Where the session's time went, so a slow suite says what to cut: first calls (compiling,
+    autotuning), samples, the harness's own warm-up and calibration, and everything outside
+    gpu_benchmark (inputs, references, correctness checks, profiling, collection)."""
+    def total(key: str) -> float:
+        return sum(as_number(r.get(key)) or 0.0 for r in results)
+
+    wall, first, sampled = total("wall_s"), total("first_call_s"), total("measured_s")
+    again = sum(int(as_number(r.get("remeasured")) or 0) for r in results)
+    return (f"gpuperf: {session_s:.1f} s since start: {len(results)} measurements {wall:.1f} s (first calls, i.e. "
+            f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
+            f"{max(wall - first - sampled, 0.0):.1f} s" + (f"; {again} re-measurements" if again else "")
+            + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
+
+
 def _peaks_text(peaks: dict | None) -> str:
     shown = []
     for k, v in (peaks or {}).items():
@@ -369,7 +384,8 @@ def write_markdown(path: Path, results: list[dict], device: dict, software: dict
 
 _EXTRA_KEYS = ("gbps", "tflops", "pct_of_peak", "bytes", "flops", "peak_memory_bytes", "noise", "ci_ms",
                "method", "calls_per_sample", "cache", "sm_clock_mhz", "throttle", "verdict", "memory_verdict",
-               "change", "memory_change", "noise_bound", "fixed_bound", "threshold", "message", "remeasured", "warnings")
+               "change", "memory_change", "noise_bound", "fixed_bound", "threshold", "message", "remeasured", "warnings",
+               "wall_s", "measured_s", "first_call_s")
 
 
 def _finite(obj: Any) -> Any:

@@ -139,6 +139,7 @@ class Measurement:
     throttle: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     wall_s: float = 0.0  # total time spent in measure(), warm-up and calibration included
+    first_call_s: float = 0.0  # the first call's wall time: compiling and autotuning happen there
 
     def __post_init__(self) -> None:
         self.stats = summarize(self.samples_ms, self.batch_medians)
@@ -194,6 +195,7 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
     config = config or TimingConfig()
     start = time.perf_counter()
     value = fn()  # compile / autotune / load; also tells where the work runs
+    first_call_s = time.perf_counter() - start
     torch = sys.modules.get("torch")
     cuda_in_use = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
     if on_cuda(inputs) or on_cuda(value):
@@ -203,6 +205,7 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
         # closes over): a host clock then only sees launches unless each sample waits for the device.
         m = _measure_cpu(fn, config, value, sync=torch.cuda.synchronize if cuda_in_use else None)
     m.wall_s = time.perf_counter() - start
+    m.first_call_s = first_call_s
     return m
 
 

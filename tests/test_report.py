@@ -333,3 +333,12 @@ def test_summary_says_how_many_unsure_results_could_not_see_the_threshold():
     line = report.terminal_lines(results, DEVICE)[-1]
     assert line == ("3 measured: 2 unsure (1 too short or too variable between runs for their threshold to be "
                     "seen), 1 same")
+
+
+def test_time_line_says_where_the_session_went():
+    results = make_results(with_baseline=False)[:2]
+    results[0].update(wall_s=1.5, first_call_s=1.0, measured_s=0.2, remeasured=1)
+    results[1].update(wall_s=0.5, first_call_s=0.1, measured_s=0.2)
+    assert report.time_line(results, 10.0) == (
+        "gpuperf: 10.0 s since start: 2 measurements 2.0 s (first calls, i.e. compiling and autotuning, 1.1 s; "
+        "samples 0.4 s; warm-up and calibration 0.5 s; 1 re-measurements), outside measurements 8.0 s")
