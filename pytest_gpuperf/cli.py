@@ -177,11 +177,15 @@ def _cmd_merge(args) -> int:
         recordings.append((f, _by_id(records)))
     entries, notes = baseline_mod.combine(recordings, max_drift)
     baseline_mod.save(out, device, software, entries, keep_others=False)
-    drifts = [e["drift"] for e in entries.values() if e.get("drift") is not None]
+    drifts = sorted(((e["drift"], name) for name, e in entries.items() if e.get("drift") is not None), reverse=True)
     print(f"gpuperf merge: {len(args.files)} recordings of {device['key']} -> {out}: {len(entries)} entries")
     if drifts:
-        print(f"drift (range of a test's medians across recordings): median {statistics.median(drifts):.1%}, "
-              f"max {max(drifts):.1%}; {sum(d > 0.02 for d in drifts)} entries above 2%")
+        values = [d for d, _ in drifts]
+        print(f"drift (range of a test's medians across recordings): median {statistics.median(values):.1%}, "
+              f"max {values[0]:.1%}; {sum(d > 0.02 for d in values)} entries above 2%")
+        for d, name in drifts[:10]:  # the least reproducible tests: where to look first
+            if d > 0.02:
+                print(f"  {d:6.1%}  {name}")
     for note in notes:
         print(f"note: {note}")
     return EXIT_OK

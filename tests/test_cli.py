@@ -232,6 +232,7 @@ def test_merge_learns_drift_and_then_compare_is_quiet(files, capsys, tmp_path):
     code, text, err = run(["merge", str(files["old"]), str(later), "-o", str(out)], capsys)
     assert code == 0, err
     assert "2 recordings of nvidia-h100-80gb-hbm3" in text and "3 entries" in text
+    assert f"   9.4%  {IDS[1]}" in text  # the least reproducible tests are listed
     merged = bl.load(out)
     assert merged.entries[IDS[1]]["drift"] == pytest.approx(0.0985 / 0.09 - 1, rel=1e-4)
     assert merged.software == SOFTWARE and merged.device["key"] == DEVICE["key"]
