@@ -65,14 +65,14 @@ LOCK_TIMEOUT_S = 120.0
 _FLOAT_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms", "noise", "gbps", "tflops", "pct_of_peak", "drift")
 _TIME_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms")  # scale with the median
 _RATE_KEYS = ("gbps", "tflops", "pct_of_peak")  # scale with 1 / median
+_INT_KEYS = ("samples", "peak_memory_bytes", "sm_clock_mhz")
+_SIGNIFICANT_DIGITS = 6  # plenty for timings whose noise is >= 0.1%; keeps the YAML diff-friendly
 #: Largest range of medians (largest / smallest - 1) that :func:`combine` takes for drift. Recordings
 #: merged are of the same code, so their differences are run-to-run noise, however large: between two
 #: H100 leases, µs-scale kernels whose Inductor or Triton autotuning picked differently moved by
 #: 26-52%. A factor of two or more is a broken recording (one H100 entry read 462 µs for 20 µs).
 #: A test with a large drift is judged `unsure` rather than gated: its noise hides a 5% change.
 MAX_DRIFT = 1.0
-_INT_KEYS = ("samples", "peak_memory_bytes", "sm_clock_mhz")
-_SIGNIFICANT_DIGITS = 6  # plenty for timings whose noise is >= 0.1%; keeps the YAML diff-friendly
 
 
 class BaselineError(Exception):

@@ -219,7 +219,7 @@ def _cmd_device(args) -> int:
 
 
 def _parser() -> _Parser:
-    p = _Parser(prog="gpuperf", description="pytest-gpuperf baselines: compare, show, plot; describe the device.")
+    p = _Parser(prog="gpuperf", description="pytest-gpuperf baselines: compare, show, plot, merge; describe the device.")
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{compare,show,plot,merge,device}")
     c = sub.add_parser("compare", help="compare two baselines/results files; exit 1 if something got slower",
                        description="Compare OLD with NEW (baseline .yaml or results .json) with the same decision "
