@@ -170,9 +170,9 @@ def _ensure_triton_allocator() -> None:
     triton.set_allocator(alloc)
 
 
-# Launch parameters. On the GPU the first call of a (N, D, causal, dtype) autotunes among these.
-# Chosen by timing on the H100 (a do_bench sweep, B4 H16 N4096 D128 bf16, TFLOP/s with
-# the cost model below; do_bench medians, L2 flushed):
+# Launch parameters, fixed per case: no run-time autotuning. Chosen by timing on the H100 (a
+# do_bench sweep, B4 H16 N4096 D128 bf16, TFLOP/s with the cost model below; do_bench medians,
+# L2 flushed):
 #   forward  128x128 w8 s3: 479 full / 404 causal; 64x64 w4 s3: 453 / 423; 128x64 w8 s3: 449 / 385;
 #            128x128 w8 s2 439 / 362; 256x64 w16 s3 461 / 368 (s2 389 / 319); 256x32 w16 s4 391 / 316.
 #   backward "split" 64x128|128x64 w8 s3: 403 / 343 (s2: 383 / 325; 32x128|128x32 w8 s3: 337 / 284;
@@ -180,69 +180,54 @@ def _ensure_triton_allocator() -> None:
 #            alone: dK/dV 64x128 w8 s3 2.01 ms + dQ 128x32 w8 s3 1.42 ms): 392 / 325. A variant that
 #            adds dS.K into a float32 dQ with TMA reduce-adds (5 matmuls instead of 7) peaked at
 #            323 / 298 (register spills, the dS transpose) and was dropped.
+# Why fixed: Triton's autotuner (a ~100 ms do_bench per config, in whatever clock and power state
+# the GPU is in) picked the slower backward config for B4 H16 N4096 D64 on one H100 lease and the
+# faster on two others: 2.63 against 2.36 ms, a false alarm of the gate, for a choice the sweep
+# above settles once. It also compiled every config of every case (a third of the suite's time).
 # (Triton 3.6's automatic warp specialization, tl.range(warp_specialize=True), does not apply to
 # these loops on Hopper: the kernel compiles unchanged at 8 warps, and fails or spills at 4.)
 # The interpreter uses small fixed blocks so that tests at N=77/128 cross several blocks, a causal
 # band and a partial last block.
-FWD_CONFIGS = [  # BLOCK_M, BLOCK_N, num_warps, num_stages
+FWD_CONFIGS = [  # BLOCK_M, BLOCK_N, num_warps, num_stages: [0] full, [1] causal and short sequences
     (128, 128, 8, 3),
     (64, 64, 4, 3),
-    (128, 64, 8, 3),
 ]
 BWD_CONFIGS = [  # "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, num_stages
     (64, 128, 128, 64, 8, 3),
-    (64, 128, 128, 64, 8, 2),
 ]
 DKDV_CONFIGS = [  # "two", dK/dV launch: BLOCK_M1, BLOCK_N1, num_warps, num_stages
     (64, 128, 8, 3),
-    (64, 128, 8, 2),
 ]
 DQ_CONFIGS = [  # "two", dQ launch: BLOCK_M2, BLOCK_N2, num_warps, num_stages
     (128, 32, 8, 3),
-    (128, 64, 8, 3),
 ]
 BWD_VARIANT = "split"
 INTERPRET_FWD = dict(BLOCK_M=32, BLOCK_N=16)
 INTERPRET_BWD = dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16)
-_KEY = ["N", "HEAD_DIM", "CAUSAL", "USE_TMA"]
+#: Shorter sequences take 64-row blocks throughout (a 128-row block would be mostly padding).
+LONG_BLOCKS_FROM_N = 128
+#: Blocks of the short-sequence backward: 64x64 tiles, 4 warps.
+SHORT_BWD = dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=64, num_warps=4, num_stages=3)
 
 
-def _fits(n: int, *blocks: int) -> bool:
-    return max(blocks) <= max(64, n)
+def _meta(fields: tuple[str, ...], values: tuple) -> dict:
+    return dict(zip(fields + ("num_warps", "num_stages"), values))
 
 
-def _prune(*names):
-    """Drop configs whose blocks are much longer than the sequence (keep at least one)."""
-    def prune(configs, named_args, **kwargs):
-        fit = [c for c in configs if _fits(named_args["N"], *(c.kwargs[k] for k in names))]
-        return fit or configs[-1:]
-    return prune
+def fwd_config(n: int, causal: bool) -> dict:
+    """Launch parameters of the forward for sequence length n."""
+    long_full = n >= LONG_BLOCKS_FROM_N and not causal
+    return _meta(("BLOCK_M", "BLOCK_N"), FWD_CONFIGS[0 if long_full else 1])
 
 
-@functools.cache
-def _tuned_kernels():
-    import triton
-
-    from kernels import flash_attention_triton as fat
-
-    def tune(kernel, configs, names):
-        return triton.autotune(configs, key=_KEY, prune_configs_by={"early_config_prune": _prune(*names)})(kernel)
-
-    cfg = triton.Config
-    return {
-        "fwd": tune(fat.attn_fwd_kernel,
-                    [cfg(dict(BLOCK_M=bm, BLOCK_N=bn), num_warps=w, num_stages=s) for bm, bn, w, s in FWD_CONFIGS],
-                    ("BLOCK_M",)),
-        "split": tune(fat.attn_bwd_kernel,
-                      [cfg(dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=m2, BLOCK_N2=n2), num_warps=w, num_stages=s)
-                       for m1, n1, m2, n2, w, s in BWD_CONFIGS], ("BLOCK_N1", "BLOCK_M2")),
-        "dkdv": tune(fat.attn_bwd_kernel,
-                     [cfg(dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=64, BLOCK_N2=64), num_warps=w, num_stages=s)
-                      for m1, n1, w, s in DKDV_CONFIGS], ("BLOCK_N1",)),
-        "dq": tune(fat.attn_bwd_kernel,
-                   [cfg(dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=m2, BLOCK_N2=n2), num_warps=w, num_stages=s)
-                    for m2, n2, w, s in DQ_CONFIGS], ("BLOCK_M2",)),
-    }
+def bwd_config(n: int, variant: str) -> dict:
+    """Launch parameters of the backward ("split": one dict; "two": {"dkdv": ..., "dq": ...})."""
+    if n < LONG_BLOCKS_FROM_N:
+        return SHORT_BWD if variant == "split" else {"dkdv": SHORT_BWD, "dq": SHORT_BWD}
+    if variant == "split":
+        return _meta(("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2"), BWD_CONFIGS[0])
+    return {"dkdv": dict(_meta(("BLOCK_M1", "BLOCK_N1"), DKDV_CONFIGS[0]), BLOCK_M2=64, BLOCK_N2=64),
+            "dq": dict(_meta(("BLOCK_M2", "BLOCK_N2"), DQ_CONFIGS[0]), BLOCK_M1=64, BLOCK_N1=64)}
 
 
 def _check_inputs(q, k, v):
@@ -258,8 +243,7 @@ def _check_inputs(q, k, v):
 def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None = None, config=None):
     """Launch the forward on contiguous q, k, v: returns (o, lse), lse in base 2, float32 (B, H, N).
 
-    ``config`` (dict of BLOCK_M, BLOCK_N, num_warps, num_stages) skips the autotuner
-    (used by the tuning script)."""
+    ``config`` (dict of BLOCK_M, BLOCK_N, num_warps, num_stages) overrides ``fwd_config``."""
     from kernels import flash_attention_triton as fat
 
     B, H, N, D = q.shape
@@ -270,14 +254,9 @@ def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None 
     if use_tma:
         _ensure_triton_allocator()
     args = (q, k, v, o, lse, sm_scale * LOG2E, N)
-    if INTERPRET or config is not None:
-        meta = dict(INTERPRET_FWD) if config is None else dict(config)
-        grid = (triton_cdiv(N, meta["BLOCK_M"]), B * H)
-        fat.attn_fwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **meta)
-    else:
-        fwd = _tuned_kernels()["fwd"]
-        grid = lambda meta: (triton_cdiv(N, meta["BLOCK_M"]), B * H)  # noqa: E731
-        fwd[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma)
+    meta = dict(config or (INTERPRET_FWD if INTERPRET else fwd_config(N, causal)))
+    grid = (triton_cdiv(N, meta["BLOCK_M"]), B * H)
+    fat.attn_fwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **meta)
     return o, lse
 
 
@@ -289,8 +268,8 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
       programs (query block, loop over keys); no atomics, S and dP computed by both;
     - "two": the same two kinds of program as two launches, each compiled and tuned on its own.
 
-    ``config`` (launch parameters; for "two" a dict with "dkdv" and "dq" entries) skips the
-    autotuner."""
+    ``config`` (launch parameters; for "two" a dict with "dkdv" and "dq" entries) overrides
+    ``bwd_config``."""
     from kernels import flash_attention_triton as fat
 
     B, H, N, D = q.shape
@@ -305,30 +284,22 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
     pre_block = 64 if INTERPRET else 128
     fat.attn_bwd_delta_kernel[(triton_cdiv(N, pre_block), B * H)](o, do, delta, N, HEAD_DIM=D, BLOCK_M=pre_block)
     args = (q, k, v, do, dq, dk, dv, lse, delta, sm_scale * LOG2E, sm_scale, N)
-    fixed = INTERPRET or config is not None
-    tuned = None if fixed else _tuned_kernels()
-
-    def launch(kernel_name, grid, meta, **consts):
-        if fixed:
-            fat.attn_bwd_kernel[grid(meta)](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **consts, **meta)
-        else:
-            tuned[kernel_name][grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **consts)
-
-    def n_blocks(meta):
-        return triton_cdiv(N, meta["BLOCK_N1"])
-
-    def m_blocks(meta):
-        return triton_cdiv(N, meta["BLOCK_M2"])
-
-    interp = dict(INTERPRET_BWD)
-    if variant == "split":
-        launch("split", lambda m: (n_blocks(m) + m_blocks(m), B * H), config or interp)
-    elif variant == "two":
-        cfg = config or {"dkdv": interp, "dq": interp}
-        launch("dkdv", lambda m: (n_blocks(m), B * H), cfg["dkdv"] if fixed else None, MODE=1)
-        launch("dq", lambda m: (m_blocks(m), B * H), cfg["dq"] if fixed else None, MODE=2)
-    else:
+    if variant not in ("split", "two"):
         raise ValueError(f"unknown backward variant {variant!r}")
+    if config is None:
+        interp = dict(INTERPRET_BWD)
+        config = (interp if variant == "split" else {"dkdv": interp, "dq": interp}) if INTERPRET \
+            else bwd_config(N, variant)
+
+    def launch(meta, programs, mode):
+        grid = (programs, B * H)
+        fat.attn_bwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, MODE=mode, **meta)
+
+    if variant == "split":
+        launch(config, triton_cdiv(N, config["BLOCK_N1"]) + triton_cdiv(N, config["BLOCK_M2"]), 0)
+    else:
+        launch(config["dkdv"], triton_cdiv(N, config["dkdv"]["BLOCK_N1"]), 1)
+        launch(config["dq"], triton_cdiv(N, config["dq"]["BLOCK_M2"]), 2)
     return dq, dk, dv
 
 
