@@ -141,7 +141,7 @@ def cost(shape, dtype, causal: bool = False, backward: bool = False) -> tuple[in
 # import Triton; flash_attention_triton imports triton_compat (the interpreter's NumPy >= 2.4 fix
 # and the widened dot) before any kernel runs.
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
+SUPPORTED_HEAD_DIMS = (16, 32, 64, 128)  # launch tables: FWD_CONFIGS, BWD_CONFIGS
 
 
 def _device_supports_tma(device: torch.device) -> bool:
@@ -170,64 +170,67 @@ def _ensure_triton_allocator() -> None:
     triton.set_allocator(alloc)
 
 
-# Launch parameters, fixed per case: no run-time autotuning. Chosen by timing on the H100 (a
-# do_bench sweep, B4 H16 N4096 D128 bf16, TFLOP/s with the cost model below; do_bench medians,
-# L2 flushed):
-#   forward  128x128 w8 s3: 479 full / 404 causal; 64x64 w4 s3: 453 / 423; 128x64 w8 s3: 449 / 385;
-#            128x128 w8 s2 439 / 362; 256x64 w16 s3 461 / 368 (s2 389 / 319); 256x32 w16 s4 391 / 316.
-#   backward "split" 64x128|128x64 w8 s3: 403 / 343 (s2: 383 / 325; 32x128|128x32 w8 s3: 337 / 284;
-#            64x64|64x64 w4 s3: 324 / 183). "two" (the same programs as two launches, each tuned
-#            alone: dK/dV 64x128 w8 s3 2.01 ms + dQ 128x32 w8 s3 1.42 ms): 392 / 325. A variant that
-#            adds dS.K into a float32 dQ with TMA reduce-adds (5 matmuls instead of 7) peaked at
-#            323 / 298 (register spills, the dS transpose) and was dropped.
+# Launch parameters, fixed per head dim and masking: no run-time autotuning. TFLOP/s at B4 H16
+# N4096 bf16 (cost model below), each config forced and timed by gpu_benchmark's timer, L2 flushed
+# (`python -m kernels.tune_attention`), on an H200 (2026-11-23; the H100's SM and clocks, and
+# attention is compute-bound, so the ranking carries over), full / causal:
+#   D128 forward  128x128 w8 s3 475 / 408; 64x64 w4 s3 471 / 429; 128x64 w8 s3 451 / 390; s2 433 / 364
+#   D128 backward 64x128|128x64 w8 s3 397 / 342 (s2 380 / 327, s4 392 / 284); 32x64|64x32 w4 s3
+#                 359 / 325; 32x128|128x32 w8 s3 335 / 282; 64x64|64x64 w4 s3 322 / 179
+#   D64 forward   128x64 w8 s3 407 / 335; 64x64 w4 s3 403 / 352; 128x128 w8 s3 336 / 276
+#   D64 backward  64x64|64x64 w4 s3 325 / 290; 32x64|64x32 w4 s3 318 / 290; 64x128|128x64 w8 s3
+#                 281 / 237 (s2 258 / 223)
+# An earlier H100 do_bench sweep at D128 ranked them alike, and found "two" (the same backward
+# programs as two launches, each tuned alone: dK/dV 64x128 w8 s3 2.01 ms + dQ 128x32 w8 s3 1.42 ms)
+# at 392 / 325, and a variant adding dS.K into a float32 dQ with TMA reduce-adds (5 matmuls
+# instead of 7) at 323 / 298 (register spills, the dS transpose): dropped.
 # Why fixed: Triton's autotuner (a ~100 ms do_bench per config, in whatever clock and power state
-# the GPU is in) picked the slower backward config for B4 H16 N4096 D64 on one H100 lease and the
-# faster on two others: 2.63 against 2.36 ms, a false alarm of the gate, for a choice the sweep
-# above settles once. It also compiled every config of every case (a third of the suite's time).
+# the GPU is in) picked the s2 backward for D64 on one H100 lease and s3 on two others, 2.63
+# against 2.36 ms: a false alarm of the gate. It also compiled every config of every case (a third
+# of the suite's time). Head dims 16 and 32 take the D64 entries (smaller tiles of the same shape).
 # (Triton 3.6's automatic warp specialization, tl.range(warp_specialize=True), does not apply to
 # these loops on Hopper: the kernel compiles unchanged at 8 warps, and fails or spills at 4.)
 # The interpreter uses small fixed blocks so that tests at N=77/128 cross several blocks, a causal
 # band and a partial last block.
-FWD_CONFIGS = [  # BLOCK_M, BLOCK_N, num_warps, num_stages: [0] full, [1] causal and short sequences
-    (128, 128, 8, 3),
-    (64, 64, 4, 3),
-]
-BWD_CONFIGS = [  # "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, num_stages
-    (64, 128, 128, 64, 8, 3),
-]
-DKDV_CONFIGS = [  # "two", dK/dV launch: BLOCK_M1, BLOCK_N1, num_warps, num_stages
-    (64, 128, 8, 3),
-]
-DQ_CONFIGS = [  # "two", dQ launch: BLOCK_M2, BLOCK_N2, num_warps, num_stages
-    (128, 32, 8, 3),
-]
+FWD_CONFIGS = {  # head dim -> (full, causal): BLOCK_M, BLOCK_N, num_warps, num_stages
+    64: ((128, 64, 8, 3), (64, 64, 4, 3)),
+    128: ((128, 128, 8, 3), (64, 64, 4, 3)),
+}
+BWD_CONFIGS = {  # head dim -> "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, num_stages
+    64: (64, 64, 64, 64, 4, 3),
+    128: (64, 128, 128, 64, 8, 3),
+}
+DKDV_CONFIG = (64, 128, 8, 3)  # "two", dK/dV launch: BLOCK_M1, BLOCK_N1, num_warps, num_stages
+DQ_CONFIG = (128, 32, 8, 3)  # "two", dQ launch: BLOCK_M2, BLOCK_N2, num_warps, num_stages
 BWD_VARIANT = "split"
 INTERPRET_FWD = dict(BLOCK_M=32, BLOCK_N=16)
 INTERPRET_BWD = dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16)
-#: Shorter sequences take 64-row blocks throughout (a 128-row block would be mostly padding).
+#: Shorter sequences take 64x64 blocks throughout (a 128-row block would be mostly padding).
 LONG_BLOCKS_FROM_N = 128
-#: Blocks of the short-sequence backward: 64x64 tiles, 4 warps.
-SHORT_BWD = dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=64, num_warps=4, num_stages=3)
+SHORT_FWD = (64, 64, 4, 3)
+SHORT_BWD = (64, 64, 64, 64, 4, 3)
+FWD_FIELDS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
+BWD_FIELDS = ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2", "num_warps", "num_stages")
 
 
-def _meta(fields: tuple[str, ...], values: tuple) -> dict:
-    return dict(zip(fields + ("num_warps", "num_stages"), values))
+def _table_dim(head_dim: int) -> int:
+    return 64 if head_dim <= 64 else 128
 
 
-def fwd_config(n: int, causal: bool) -> dict:
+def fwd_config(n: int, head_dim: int, causal: bool) -> dict:
     """Launch parameters of the forward for sequence length n."""
-    long_full = n >= LONG_BLOCKS_FROM_N and not causal
-    return _meta(("BLOCK_M", "BLOCK_N"), FWD_CONFIGS[0 if long_full else 1])
+    values = FWD_CONFIGS[_table_dim(head_dim)][int(causal)] if n >= LONG_BLOCKS_FROM_N else SHORT_FWD
+    return dict(zip(FWD_FIELDS, values))
 
 
-def bwd_config(n: int, variant: str) -> dict:
+def bwd_config(n: int, head_dim: int, variant: str) -> dict:
     """Launch parameters of the backward ("split": one dict; "two": {"dkdv": ..., "dq": ...})."""
-    if n < LONG_BLOCKS_FROM_N:
-        return SHORT_BWD if variant == "split" else {"dkdv": SHORT_BWD, "dq": SHORT_BWD}
-    if variant == "split":
-        return _meta(("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2"), BWD_CONFIGS[0])
-    return {"dkdv": dict(_meta(("BLOCK_M1", "BLOCK_N1"), DKDV_CONFIGS[0]), BLOCK_M2=64, BLOCK_N2=64),
-            "dq": dict(_meta(("BLOCK_M2", "BLOCK_N2"), DQ_CONFIGS[0]), BLOCK_M1=64, BLOCK_N1=64)}
+    if variant == "split" or n < LONG_BLOCKS_FROM_N:
+        split = dict(zip(BWD_FIELDS, BWD_CONFIGS[_table_dim(head_dim)] if n >= LONG_BLOCKS_FROM_N else SHORT_BWD))
+        return split if variant == "split" else {"dkdv": split, "dq": split}
+    (m1, n1, w1, s1), (m2, n2, w2, s2) = DKDV_CONFIG, DQ_CONFIG
+    return {"dkdv": dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=64, BLOCK_N2=64, num_warps=w1, num_stages=s1),
+            "dq": dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=m2, BLOCK_N2=n2, num_warps=w2, num_stages=s2)}
 
 
 def _check_inputs(q, k, v):
@@ -254,7 +257,7 @@ def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None 
     if use_tma:
         _ensure_triton_allocator()
     args = (q, k, v, o, lse, sm_scale * LOG2E, N)
-    meta = dict(config or (INTERPRET_FWD if INTERPRET else fwd_config(N, causal)))
+    meta = dict(config or (INTERPRET_FWD if INTERPRET else fwd_config(N, D, causal)))
     grid = (triton_cdiv(N, meta["BLOCK_M"]), B * H)
     fat.attn_fwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **meta)
     return o, lse
@@ -289,7 +292,7 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
     if config is None:
         interp = dict(INTERPRET_BWD)
         config = (interp if variant == "split" else {"dkdv": interp, "dq": interp}) if INTERPRET \
-            else bwd_config(N, variant)
+            else bwd_config(N, D, variant)
 
     def launch(meta, programs, mode):
         grid = (programs, B * H)

@@ -120,17 +120,14 @@ CONFIG_SHAPE = (1, 2, 300, 64)  # 300 = 2 * 128 + 44: partial last block for eve
 
 
 def _config_cases():
-    for bm, bn, w, s in fa.FWD_CONFIGS:
-        yield pytest.param("fwd", dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s),
-                           id=f"fwd-{bm}x{bn}-w{w}-s{s}")
-    for m1, n1, m2, n2, w, s in fa.BWD_CONFIGS:
-        yield pytest.param("split", dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=m2, BLOCK_N2=n2, num_warps=w,
-                                         num_stages=s), id=f"split-{m1}x{n1}-{m2}x{n2}-w{w}-s{s}")
-    yield pytest.param("split", fa.SHORT_BWD, id="split-short")
-    for (m1, n1, w1, s1), (m2, n2, w2, s2) in zip(fa.DKDV_CONFIGS, fa.DQ_CONFIGS):
-        cfg = {"dkdv": dict(BLOCK_M1=m1, BLOCK_N1=n1, BLOCK_M2=64, BLOCK_N2=64, num_warps=w1, num_stages=s1),
-               "dq": dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=m2, BLOCK_N2=n2, num_warps=w2, num_stages=s2)}
-        yield pytest.param("two", cfg, id=f"two-{m1}x{n1}-w{w1}-s{s1}-{m2}x{n2}-w{w2}-s{s2}")
+    fwd = {*(c for pair in fa.FWD_CONFIGS.values() for c in pair), fa.SHORT_FWD}
+    for values in sorted(fwd):
+        bm, bn, w, s = values
+        yield pytest.param("fwd", dict(zip(fa.FWD_FIELDS, values)), id=f"fwd-{bm}x{bn}-w{w}-s{s}")
+    for values in sorted({*fa.BWD_CONFIGS.values(), fa.SHORT_BWD}):
+        m1, n1, m2, n2, w, s = values
+        yield pytest.param("split", dict(zip(fa.BWD_FIELDS, values)), id=f"split-{m1}x{n1}-{m2}x{n2}-w{w}-s{s}")
+    yield pytest.param("two", fa.bwd_config(CONFIG_SHAPE[2], CONFIG_SHAPE[3], "two"), id="two")
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
