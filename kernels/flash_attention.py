@@ -170,7 +170,7 @@ def _ensure_triton_allocator() -> None:
     triton.set_allocator(alloc)
 
 
-# Launch parameters, fixed per head dim and masking: no run-time autotuning. TFLOP/s at B4 H16
+# Launch parameters, fixed per head dim (and, forward, per masking): no run-time autotuning. TFLOP/s at B4 H16
 # N4096 bf16 (cost model below), each config forced and timed by gpu_benchmark's timer, L2 flushed
 # (`python -m kernels.tune_attention`), on an H200 (2026-11-23; the H100's SM and clocks, and
 # attention is compute-bound, so the ranking carries over), full / causal:
@@ -202,6 +202,7 @@ BWD_CONFIGS = {  # head dim -> "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, 
 }
 DKDV_CONFIG = (64, 128, 8, 3)  # "two", dK/dV launch: BLOCK_M1, BLOCK_N1, num_warps, num_stages
 DQ_CONFIG = (128, 32, 8, 3)  # "two", dQ launch: BLOCK_M2, BLOCK_N2, num_warps, num_stages
+BWD_VARIANTS = ("split", "two")
 BWD_VARIANT = "split"
 INTERPRET_FWD = dict(BLOCK_M=32, BLOCK_N=16)
 INTERPRET_BWD = dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16)
@@ -224,7 +225,10 @@ def fwd_config(n: int, head_dim: int, causal: bool) -> dict:
 
 
 def bwd_config(n: int, head_dim: int, variant: str) -> dict:
-    """Launch parameters of the backward ("split": one dict; "two": {"dkdv": ..., "dq": ...})."""
+    """Launch parameters of the backward ("split": one dict; "two": {"dkdv": ..., "dq": ...}; the
+    "two" entries are the D128 sweep's, for every head dim)."""
+    if variant not in BWD_VARIANTS:
+        raise ValueError(f"unknown backward variant {variant!r} (one of {BWD_VARIANTS})")
     if variant == "split" or n < LONG_BLOCKS_FROM_N:
         split = dict(zip(BWD_FIELDS, BWD_CONFIGS[_table_dim(head_dim)] if n >= LONG_BLOCKS_FROM_N else SHORT_BWD))
         return split if variant == "split" else {"dkdv": split, "dq": split}
@@ -269,7 +273,7 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
 
     - "split" (default): one launch of dK/dV programs (key block, loop over queries) and dQ
       programs (query block, loop over keys); no atomics, S and dP computed by both;
-    - "two": the same two kinds of program as two launches, each compiled and tuned on its own.
+    - "two": the same two kinds of program as two launches, each with its own launch parameters.
 
     ``config`` (launch parameters; for "two" a dict with "dkdv" and "dq" entries) overrides
     ``bwd_config``."""
@@ -277,6 +281,8 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
 
     B, H, N, D = q.shape
     variant = variant or BWD_VARIANT
+    if variant not in BWD_VARIANTS:
+        raise ValueError(f"unknown backward variant {variant!r} (one of {BWD_VARIANTS})")
     do = do.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     if use_tma is None:
@@ -287,8 +293,6 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
     pre_block = 64 if INTERPRET else 128
     fat.attn_bwd_delta_kernel[(triton_cdiv(N, pre_block), B * H)](o, do, delta, N, HEAD_DIM=D, BLOCK_M=pre_block)
     args = (q, k, v, do, dq, dk, dv, lse, delta, sm_scale * LOG2E, sm_scale, N)
-    if variant not in ("split", "two"):
-        raise ValueError(f"unknown backward variant {variant!r}")
     if config is None:
         interp = dict(INTERPRET_BWD)
         config = (interp if variant == "split" else {"dkdv": interp, "dq": interp}) if INTERPRET \

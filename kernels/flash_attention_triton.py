@@ -270,7 +270,7 @@ def attn_bwd_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA, qk_scale, sm_scale, N,
     """MODE 0, one launch with two kinds of program per head: the first cdiv(N, BLOCK_N1) compute
     dK, dV of a key block (loop over query blocks), the rest dQ of a query block (loop over key
     blocks). MODE 1: only the dK/dV programs; MODE 2: only the dQ programs (two launches, each
-    compiled and tuned on its own). No atomics; S and P are recomputed by both kinds. Causal: both
+    compiled with its own launch parameters). No atomics; S and P are recomputed by both kinds. Causal: both
     kinds start with their heaviest blocks (key block 0, the last query block)."""
     tl.static_assert(BLOCK_N1 % BLOCK_M1 == 0)
     tl.static_assert(BLOCK_M2 % BLOCK_N2 == 0)

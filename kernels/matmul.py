@@ -21,9 +21,9 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   precision). Under ``TRITON_INTERPRET=1`` (CPU) the same kernels run untuned with one small
   config (the interpreter supports host-side tensor descriptors, so both paths, and the
   swapped and warp-specialized forms, are exercised there too).
-  Measured by the suite on an H100 (baselines/nvidia-h100-80gb-hbm3.yaml, TFLOP/s, cuBLAS in
-  brackets): bf16 8192 743 (686), fp16 4096 692 (700), fp16 8192 623 (658), tf32 4096 225 (360),
-  fp32 8192 43 (51). A first device run hung inside autotuning with the warp-specialized configs
+  Measured by the suite (baselines/*.yaml, TFLOP/s, cuBLAS in brackets): H100 bf16 4096 674
+  (730), bf16 8192 702 (693), fp16 4096 663 (693), tf32 4096 225 (359), fp32 8192 43 (51); H200
+  (configs autotuned in CUDA graphs) bf16 4096 716 (726), fp16 8192 662 (654). A first device run hung inside autotuning with the warp-specialized configs
   in the list; they are out of it since (EXPERIMENTAL_WS_CONFIGS).
 - ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT fp32 SGEMM (128x128x8 block tile,
   8x8 outputs per thread, A stored transposed in shared memory, 16-byte loads, double buffering).
@@ -426,11 +426,12 @@ def _pruner(table, fields):
 
 
 def _autotune_bench(kernel_call, quantiles):
-    """Each config timed as a CUDA graph of back-to-back calls (10 replays of >= 5 ms, medians).
+    """Each config timed as a CUDA graph of back-to-back calls (10 replays of up to ~5 ms; medians).
 
     Timed call by call with events (do_bench, 20 ms), a 512^3 GEMM of 5 µs is mostly launch
     jitter: the choice flipped between processes on two H100 leases (bf16 5.66 against 8.61 µs,
-    tf32 14.9 against 17.9 µs). A graph leaves only the kernels."""
+    tf32 14.9 against 17.9 µs). A graph leaves only the kernels. The configs are ranked on a warm
+    L2 (no flush between the calls of a replay), which moves GEMMs of this size little."""
     return triton.testing.do_bench_cudagraph(kernel_call, rep=5, quantiles=quantiles)
 
 

@@ -130,6 +130,28 @@ def _config_cases():
     yield pytest.param("two", fa.bwd_config(CONFIG_SHAPE[2], CONFIG_SHAPE[3], "two"), id="two")
 
 
+def test_launch_parameters_follow_head_dim_masking_and_length():
+    """Which table entry a case gets (no kernel runs): the D64 row for head dims up to 64, 64x64
+    blocks below LONG_BLOCKS_FROM_N, and every pick within the kernels' block constraints."""
+    short, long_n = fa.LONG_BLOCKS_FROM_N - 1, 4096
+    assert fa.fwd_config(long_n, 128, False) == dict(zip(fa.FWD_FIELDS, fa.FWD_CONFIGS[128][0]))
+    assert fa.fwd_config(long_n, 128, True) == dict(zip(fa.FWD_FIELDS, fa.FWD_CONFIGS[128][1]))
+    for d in (16, 32, 64):
+        assert fa.fwd_config(long_n, d, False) == dict(zip(fa.FWD_FIELDS, fa.FWD_CONFIGS[64][0]))
+        assert fa.bwd_config(long_n, d, "split") == dict(zip(fa.BWD_FIELDS, fa.BWD_CONFIGS[64]))
+    assert fa.fwd_config(short, 128, False) == dict(zip(fa.FWD_FIELDS, fa.SHORT_FWD))
+    assert fa.bwd_config(short, 128, "split") == dict(zip(fa.BWD_FIELDS, fa.SHORT_BWD))
+    for n in (1, 77, short, fa.LONG_BLOCKS_FROM_N, 300, 1000, long_n):
+        for d in fa.SUPPORTED_HEAD_DIMS:
+            for causal in (False, True):
+                f = fa.fwd_config(n, d, causal)
+                assert f["BLOCK_M"] % f["BLOCK_N"] == 0
+            metas = [fa.bwd_config(n, d, "split"), *fa.bwd_config(n, d, "two").values()]
+            assert all(m["BLOCK_N1"] % m["BLOCK_M1"] == 0 and m["BLOCK_M2"] % m["BLOCK_N2"] == 0 for m in metas)
+    with pytest.raises(ValueError, match="unknown backward variant 'Split'"):
+        fa.bwd_config(long_n, 128, "Split")
+
+
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("kind,config", list(_config_cases()))
 def test_triton_config(kind, config, causal, device, gpu_assert_close):

@@ -199,8 +199,8 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
     torch = sys.modules.get("torch")
     cuda_in_use = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
     if on_cuda(inputs) or on_cuda(value):
-        # The timer's own calls return the value; holding the first one would add a copy of every
-        # output to the memory of each measured call.
+        # The timer's own calls return the value; holding the first one through the measurement
+        # would keep a second copy of every output on the device meanwhile.
         del value
         m = _CudaTimer(fn, config, inputs, prefer).run()
     else:
