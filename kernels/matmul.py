@@ -1,4 +1,5 @@
-"""Matrix multiply C = A @ B: A is M x K, B is K x N, both row-major, C (M x N) in the inputs' dtype.
+"""Matrix multiply C = A @ B: A is M x K, B is K x N (row-major, or K-major: the transpose of a
+row-major N x K tensor, like an nn.Linear weight), C (M x N) in the inputs' dtype.
 
 Impls (all take ``(a, b, *, tf32=False)`` and return C):
 - ``torch``: ``torch.matmul`` (cuBLAS on CUDA).
@@ -14,17 +15,20 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   tiles in grouped order (L2 reuse), loads A/B tiles with TMA tensor descriptors (out-of-bounds
   parts are zero-filled, so any M, N, K works without masks), software-pipelines them
   ``num_stages`` deep into wgmma, and writes C through TMA in two half-tiles (epilogue subtiling,
-  frees shared memory for deeper pipelining). TF32 computes C^T = B^T A^T so that wgmma gets
-  its operands in the layouts TF32 allows (see _matmul_tma_kernel). Elsewhere (unaligned
+  frees shared memory for deeper pipelining). A K-major B is read as it is through a descriptor
+  of B^T; TF32 always reads B that way, transposing a row-major B into a copy first, because
+  wgmma reads TF32 from shared memory only K-major (see _matmul_tma_kernel). Elsewhere (unaligned
   strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a plain pointer kernel with grouped order and
   K masks. Both accumulate in fp32; autotuned over a short pruned list keyed on (M, N, K, dtype,
-  precision). Under ``TRITON_INTERPRET=1`` (CPU) the same kernels run untuned with one small
-  config (the interpreter supports host-side tensor descriptors, so both paths, and the
-  swapped and warp-specialized forms, are exercised there too).
+  precision, B layout). Under ``TRITON_INTERPRET=1`` (CPU) the same kernels run untuned with one
+  small config (the interpreter supports host-side tensor descriptors, so both paths, B^T
+  descriptors and the warp-specialized form are exercised there too).
   Measured by the suite (baselines/*.yaml, TFLOP/s, cuBLAS in brackets): H100 bf16 4096 674
-  (730), bf16 8192 702 (693), fp16 4096 663 (693), tf32 4096 225 (359), fp32 8192 43 (51); H200
-  (configs autotuned in CUDA graphs) bf16 4096 716 (726), fp16 8192 662 (654). A first device run hung inside autotuning with the warp-specialized configs
-  in the list; they are out of it since (EXPERIMENTAL_WS_CONFIGS).
+  (730), bf16 8192 702 (693), fp16 4096 663 (693), fp32 8192 43 (51); H200 (configs autotuned in
+  CUDA graphs) bf16 4096 716 (726), fp16 8192 662 (654). TF32 reached 225 (359) with the earlier
+  register-operand form; the K-major form has not been timed yet. A first device run hung inside
+  autotuning with the warp-specialized configs in the list; they are out of it since
+  (EXPERIMENTAL_WS_CONFIGS).
 - ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT fp32 SGEMM (128x128x8 block tile,
   8x8 outputs per thread, A stored transposed in shared memory, 16-byte loads, double buffering).
   fp32 only.
@@ -224,17 +228,20 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _round_to_tf32(x):
-    """fp32 -> TF32 with round-to-nearest (the tensor cores themselves would truncate)."""
-    return tl.inline_asm_elementwise("cvt.rna.tf32.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
-                                     is_pure=True, pack=1)
+def _load_b(b_desc, ki, off_n, BLOCK_K: tl.constexpr, B_T: tl.constexpr):
+    """The (BLOCK_K, BLOCK_N) tile of B at K-step ki; with B_T the descriptor holds B^T (N x K)."""
+    if B_T:
+        tile = b_desc.load([off_n, ki * BLOCK_K]).T
+    else:
+        tile = b_desc.load([ki * BLOCK_K, off_n])
+    return tile
 
 
 @triton.jit
 def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_programs,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        GROUP_M: tl.constexpr, EPILOGUE_SPLIT: tl.constexpr,
-                       WARP_SPECIALIZE: tl.constexpr, SWAP_AB: tl.constexpr,
+                       WARP_SPECIALIZE: tl.constexpr, B_T: tl.constexpr,
                        PRECISION: tl.constexpr, DTYPE: tl.constexpr, EMULATED: tl.constexpr = False):
     """TMA GEMM (sm_90+). DTYPE only keys the autotuner (the descriptors carry the types).
 
@@ -246,11 +253,14 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
     in all, registers rebalanced with setmaxnreg). Its data partitioning cannot split a
     descriptor store (the pass fails to compile one), so C goes out through masked pointer
     stores. On a persistent loop Triton 3.6 does not specialize at all on sm_90.
-    SWAP_AB (TF32 only): wgmma reads TF32 operands from shared memory only K-major, and B (K x N,
-    row-major) is N-major, so the plain form copies each B tile shared -> registers -> shared and
-    waits on every wgmma. Computing C^T = B^T A^T instead makes B^T the register operand (loaded
-    once from shared memory, rounded to TF32 on the way) and A^T a K-major shared operand, and
-    the wgmma chain stays asynchronous; the accumulator is transposed once per tile.
+    B_T: b_desc describes B^T (N x K, row-major), so B's tiles sit K-major in shared memory. That
+    is B's own layout when B is a transposed view (an nn.Linear weight), and what TF32 needs:
+    wgmma reads TF32 operands from shared memory only K-major, and with a row-major (N-major) B
+    Triton copies each B tile shared -> registers -> shared and waits on every wgmma (PTX of the
+    128x128x32 config: 80 st.shared in the loop and epilogue against 64, one wgmma in flight). A
+    register-operand form (C^T = B^T A^T, B^T rounded to TF32 in registers) kept the wgmma chain
+    asynchronous but reached only 62% of cuBLAS TF32 on an H100; with K-major B the loop is the
+    16-bit one: TMA loads, four wgmmas on shared-memory descriptors, one group in flight.
     EMULATED: running under TRITON_INTERPRET=1 (see _interpret_matmul).
     """
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -263,7 +273,7 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in tl.range(k_tiles, warp_specialize=True):
             a = a_desc.load([off_m, ki * BLOCK_K])
-            b = b_desc.load([ki * BLOCK_K, off_n])
+            b = _load_b(b_desc, ki, off_n, BLOCK_K, B_T)
             acc = dot(a, b, acc, input_precision=PRECISION, WIDEN=EMULATED)
         rm = off_m + tl.arange(0, BLOCK_M)
         rn = off_n + tl.arange(0, BLOCK_N)
@@ -276,22 +286,11 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
             pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
             off_m = pid_m * BLOCK_M
             off_n = pid_n * BLOCK_N
-            if SWAP_AB:
-                acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-                for ki in range(k_tiles):
-                    a = a_desc.load([off_m, ki * BLOCK_K])
-                    b = b_desc.load([ki * BLOCK_K, off_n])
-                    bt = b.T
-                    if not EMULATED:
-                        bt = _round_to_tf32(bt)
-                    acc_t = tl.dot(bt, a.T, acc_t, input_precision=PRECISION)
-                acc = acc_t.T
-            else:
-                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                for ki in range(k_tiles):
-                    a = a_desc.load([off_m, ki * BLOCK_K])
-                    b = b_desc.load([ki * BLOCK_K, off_n])
-                    acc = dot(a, b, acc, input_precision=PRECISION, WIDEN=EMULATED)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for ki in range(k_tiles):
+                a = a_desc.load([off_m, ki * BLOCK_K])
+                b = _load_b(b_desc, ki, off_n, BLOCK_K, B_T)
+                acc = dot(a, b, acc, input_precision=PRECISION, WIDEN=EMULATED)
             if EPILOGUE_SPLIT == 2:
                 # C in two BLOCK_M x BLOCK_N/2 halves: half the epilogue's shared-memory buffer,
                 # which leaves room for a deeper load pipeline.
@@ -337,33 +336,34 @@ def _matmul_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 
 # ---- configs ----------------------------------------------------------------------------------
-# TMA kernel: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, EPILOGUE_SPLIT, WARP_SPECIALIZE,
-# SWAP_AB), per (operand dtype, precision). Every entry compiles for sm_90a with Triton 3.6
-# without spills and within shared memory (checked offline with triton.compile for
-# GPUTarget("cuda", 90, 32)). Rationale:
+# TMA kernel: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, EPILOGUE_SPLIT, WARP_SPECIALIZE),
+# per (operand dtype, precision). Every entry compiles for sm_90a with Triton 3.6 without spills
+# and within shared memory (checked offline with triton.compile for GPUTarget("cuda", 90, 32) and
+# ptxas -v; the TF32 entries with B_T: 92-159 registers, 131-229 KB). Rationale:
 # - 16-bit: 128x256x64, 8 warps = two consumer warpgroups of m64n256k16 wgmma, 128 fp32
 #   accumulator registers/thread, 48 KiB per stage: 3-4 stages + a half-tile epilogue buffer;
 #   128x128 for shapes with few tiles.
 # - 64-row tiles only where M <= 64 (a 128-row tile would be half padding).
+# - TF32 (4-byte operands, K-major B): BLOCK_K 32 keeps a 128x256 stage at 48 KiB, as 16-bit's
+#   BLOCK_K 64 does; 128x128 with 5 stages, or BLOCK_K 64 with 3, for shapes with few tiles.
 # - fp32 "ieee" has no tensor-core path: FMA tiles sized not to spill.
 _TMA_TABLE: dict[tuple[str, str], list[tuple]] = {
     ("16", "ieee"): [
-        (128, 256, 64, 3, 8, 2, False, False),
-        (128, 256, 64, 4, 8, 2, False, False),
-        (128, 128, 64, 4, 8, 1, False, False),
-        (64, 256, 64, 4, 4, 2, False, False),
-        (64, 128, 128, 4, 4, 1, False, False),
+        (128, 256, 64, 3, 8, 2, False),
+        (128, 256, 64, 4, 8, 2, False),
+        (128, 128, 64, 4, 8, 1, False),
+        (64, 256, 64, 4, 4, 2, False),
+        (64, 128, 128, 4, 4, 1, False),
     ],
-    ("fp32", "tf32"): [
-        (128, 128, 32, 4, 8, 2, False, True),
-        (128, 256, 32, 3, 8, 2, False, True),
-        (128, 128, 32, 4, 4, 2, False, True),
-        (128, 128, 32, 4, 8, 2, False, False),
-        (64, 128, 64, 4, 4, 1, False, True),
+    ("fp32", "tf32"): [  # B_T: see _matmul_tma_kernel
+        (128, 256, 32, 3, 8, 2, False),
+        (128, 128, 32, 5, 8, 2, False),
+        (128, 128, 64, 3, 8, 2, False),
+        (64, 128, 32, 4, 4, 1, False),
     ],
     ("fp32", "ieee"): [
-        (128, 128, 32, 3, 8, 2, False, False),
-        (64, 128, 32, 3, 4, 2, False, False),
+        (128, 128, 32, 3, 8, 2, False),
+        (64, 128, 32, 3, 4, 2, False),
     ],
 }
 # Warp-specialized forms (num_warps=4 per group: a TMA producer warpgroup + two wgmma consumer
@@ -373,9 +373,9 @@ _TMA_TABLE: dict[tuple[str, str], list[tuple]] = {
 # out). Until each has been timed in isolation (its own process, with a timeout) they are not
 # autotuned; pass one as config= to try it.
 EXPERIMENTAL_WS_CONFIGS: list[tuple] = [
-    (128, 256, 64, 3, 4, 1, True, False),
-    (128, 256, 64, 4, 4, 1, True, False),
-    (128, 128, 64, 4, 4, 1, True, False),
+    (128, 256, 64, 3, 4, 1, True),
+    (128, 256, 64, 4, 4, 1, True),
+    (128, 128, 64, 4, 4, 1, True),
 ]
 
 # Pointer kernel (unaligned strides, pre-Hopper): BLOCK_K=32 keeps unvectorized (unaligned)
@@ -386,7 +386,7 @@ _PTR_TABLE: dict[tuple[str, str], list[tuple]] = {
     ("fp32", "ieee"): [(128, 128, 32, 3, 8), (128, 64, 32, 3, 8), (64, 64, 32, 3, 4)],
 }
 _TMA_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "EPILOGUE_SPLIT",
-               "WARP_SPECIALIZE", "SWAP_AB")
+               "WARP_SPECIALIZE")
 _PTR_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
 
 
@@ -398,7 +398,7 @@ def _set_tma_blocks(nargs):
     """Pre-hook: give the host-side descriptors the block shapes of the config being run."""
     bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
     nargs["a_desc"].block_shape = [bm, bk]
-    nargs["b_desc"].block_shape = [bk, bn]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_T"] else [bk, bn]
     nargs["c_desc"].block_shape = [bm, bn // nargs["EPILOGUE_SPLIT"]]
 
 
@@ -439,7 +439,7 @@ def _unique(table) -> list[tuple]:
     return list(dict.fromkeys(v for entries in table.values() for v in entries))
 
 
-_TUNE_KEY = ["M", "N", "K", "DTYPE", "PRECISION"]
+_TUNE_KEY = ["M", "N", "K", "DTYPE", "PRECISION", "B_T"]
 _tma_tuned = triton.autotune(
     configs=[_make_config(_TMA_FIELDS, v, _set_tma_blocks) for v in _unique(_TMA_TABLE)],
     key=_TUNE_KEY, prune_configs_by={"early_config_prune": _pruner(_TMA_TABLE, _TMA_FIELDS)},
@@ -479,11 +479,32 @@ def _tma_layout_ok(*tensors: torch.Tensor) -> bool:
     return True
 
 
-def uses_tma(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether triton_matmul(a, b) takes the TMA kernel (C is allocated contiguous)."""
-    n = b.shape[1]
-    c_row_ok = (n * a.element_size()) % 16 == 0
-    return _tma_capable(a.device) and c_row_ok and _tma_layout_ok(a, b)
+def _k_major(b: torch.Tensor) -> bool:
+    """B stored K-major (a transposed view of a row-major N x K tensor, like an nn.Linear weight)."""
+    return b.stride(0) == 1 and b.stride(1) != 1
+
+
+def b_operand(b: torch.Tensor, tf32: bool) -> tuple[torch.Tensor, bool]:
+    """What the TMA kernel's B descriptor describes: (B, False), or (B^T as an N x K row-major
+    tensor, True). K-major B is used as it is; TF32 takes B^T always, copying a row-major B into
+    it first (one transposition kernel, inside the timed call): wgmma reads TF32 from shared
+    memory only K-major (see _matmul_tma_kernel)."""
+    if _k_major(b):
+        return b.t(), True
+    if tf32:
+        return b.t().contiguous(), True
+    return b, False
+
+
+def uses_tma(a: torch.Tensor, b: torch.Tensor, tf32: bool = False) -> bool:
+    """Whether triton_matmul(a, b, tf32=tf32) takes the TMA kernel (C is allocated contiguous)."""
+    if not _tma_capable(a.device) or (b.shape[1] * a.element_size()) % 16:
+        return False
+    if _k_major(b):
+        return _tma_layout_ok(a, b.t())
+    if tf32:  # B^T is a fresh contiguous copy: its rows (K elements) must be 16-byte aligned
+        return _tma_layout_ok(a) and (b.shape[0] * b.element_size()) % 16 == 0
+    return _tma_layout_ok(a, b)
 
 
 def _check_operands(a: torch.Tensor, b: torch.Tensor, tf32: bool) -> None:
@@ -500,10 +521,11 @@ def _launch(a, b, c, precision, config=None):
     one config instead of autotuning, and EMULATED=True marks an interpreter run."""
     (m, k), n = a.shape, b.shape[1]
     dkey = _DTYPE_KEY[a.dtype]
-    if uses_tma(a, b):
+    if uses_tma(a, b, precision == "tf32"):
+        b_tensor, b_t = b_operand(b, precision == "tf32")
         # Placeholder block shapes: _set_tma_blocks gives each config its own.
         a_desc = TensorDescriptor.from_tensor(a, [16, 16])
-        b_desc = TensorDescriptor.from_tensor(b, [16, 16])
+        b_desc = TensorDescriptor.from_tensor(b_tensor, [16, 16])
         c_desc = TensorDescriptor.from_tensor(c, [16, 16])
         if _INTERPRET:
             sms = 3  # a few programs, so each walks several tiles of the persistent loop
@@ -516,9 +538,9 @@ def _launch(a, b, c, precision, config=None):
 
         args = (a_desc, b_desc, c_desc, c, c.stride(0), m, n, k, sms)
         if config is None:
-            _tma_tuned[grid](*args, PRECISION=precision, DTYPE=dkey)
+            _tma_tuned[grid](*args, PRECISION=precision, DTYPE=dkey, B_T=b_t)
         else:
-            kw = {f: v for f, v in config.items() if f not in ("num_stages", "num_warps")}
+            kw = dict({f: v for f, v in config.items() if f not in ("num_stages", "num_warps")}, B_T=b_t)
             _set_tma_blocks(dict(kw, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))
             _matmul_tma_kernel[grid(kw)](*args, PRECISION=precision, DTYPE=dkey,
                                          num_stages=config.get("num_stages", 3),
@@ -542,7 +564,7 @@ def _launch(a, b, c, precision, config=None):
 
 # Interpreter config: small tiles (it runs a program at a time in numpy).
 INTERPRET_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2, "EPILOGUE_SPLIT": 2,
-                    "WARP_SPECIALIZE": False, "SWAP_AB": False}
+                    "WARP_SPECIALIZE": False}
 
 
 def _interpret_matmul(a: torch.Tensor, b: torch.Tensor, precision: str, config: dict | None) -> torch.Tensor:
@@ -553,7 +575,7 @@ def _interpret_matmul(a: torch.Tensor, b: torch.Tensor, precision: str, config: 
     fp32 -> bf16 casts, so here (EMULATED) the operands go to fp32 before tl.dot, C is kept in
     fp32 and rounded to the output dtype by torch; TF32 is computed in full fp32 and inline PTX
     (the TF32 rounding) is skipped. Tiling, masking, TMA coordinates, the persistent tile walk
-    and the swapped/warp-specialized forms, which is what a CPU run can check, are the GPU
+    the B^T descriptors and the warp-specialized form, which is what a CPU run can check, are the GPU
     kernels' own.
     """
     (m, k), n = a.shape, b.shape[1]

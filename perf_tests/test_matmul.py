@@ -21,6 +21,7 @@ the small shapes only (conftest.require).
 from __future__ import annotations
 
 import pytest
+import torch
 from conftest import HAS_CUDA, require
 
 from kernels import matmul
@@ -106,8 +107,7 @@ def _config_cases():
         for values in table:
             cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
             shape = SMALL_M_SHAPE if cfg["BLOCK_M"] == 64 else TMA_SHAPE
-            name = "tma-{}x{}x{}-s{}-w{}-split{}".format(*values[:6]) + ("-ws" if cfg["WARP_SPECIALIZE"] else "") \
-                + ("-swap" if cfg["SWAP_AB"] else "")
+            name = "tma-{}x{}x{}-s{}-w{}-split{}".format(*values[:6]) + ("-ws" if cfg["WARP_SPECIALIZE"] else "")
             yield pytest.param(prec, shape, cfg, id=f"{prec}-{name}")
     for values in matmul.EXPERIMENTAL_WS_CONFIGS:
         cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
@@ -127,27 +127,41 @@ def test_triton_config(precision, shape, config, device, gpu_assert_close):
         pytest.skip("experimental warp-specialized config: a device run hung with it in the autotune "
                     "list (kernels/matmul.py EXPERIMENTAL_WS_CONFIGS); checked under the interpreter only")
     a, b = matmul.make_inputs(shape, precision, device, seed=1)
-    tma_config = "EPILOGUE_SPLIT" in config
-    if tma_config and not matmul.uses_tma(a, b):
+    tma_config, tf32 = "EPILOGUE_SPLIT" in config, matmul.is_tf32(precision)
+    if tma_config and not matmul.uses_tma(a, b, tf32):
         pytest.skip("no TMA path here (pre-Hopper GPU, or MATMUL_TRITON_TMA=0)")
-    assert matmul.uses_tma(a, b) == tma_config, "shape does not reach the config's kernel"
-    out = matmul.triton_matmul(a, b, tf32=matmul.is_tf32(precision), config=config)
+    assert matmul.uses_tma(a, b, tf32) == tma_config, "shape does not reach the config's kernel"
+    out = matmul.triton_matmul(a, b, tf32=tf32, config=config)
     rtol, atol = matmul.tolerance(precision, shape[2])
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
 
 
-def test_triton_strided_operands(device, gpu_assert_close):
-    """Views: a column slice of A (row stride 128, still TMA-able) and a transposed B (unit
-    stride along K, so not TMA-able: the pointer kernel takes the call)."""
+@pytest.mark.parametrize("precision", ["float16", "tf32"])
+def test_triton_strided_operands(precision, device, gpu_assert_close):
+    """Views: a column slice of A (row stride 128, still TMA-able) and B as the transpose of a
+    row-major N x K tensor (an nn.Linear weight): K-major, read as it is through a B^T descriptor."""
     require("triton", 96 * 128)
-    a_full, _ = matmul.make_inputs((80, 1, 128), "float16", device, seed=2)
-    b_t, _ = matmul.make_inputs((96, 1, 64), "float16", device, seed=3)
+    dtype = "float32" if precision == "tf32" else precision
+    a_full, _ = matmul.make_inputs((80, 1, 128), dtype, device, seed=2)
+    w, _ = matmul.make_inputs((96, 1, 64), dtype, device, seed=3)
     a = a_full[:, 8:72]  # (80, 64)
-    b = b_t.t()  # (64, 96), strides (1, 64)
-    assert not a.is_contiguous() and not b.is_contiguous() and not matmul.uses_tma(a, b)
-    out = matmul.triton_matmul(a, b)
-    rtol, atol = matmul.tolerance("float16", a.shape[1])
+    b = w.t()  # (64, 96), strides (1, 64)
+    tf32 = matmul.is_tf32(precision)
+    assert not a.is_contiguous() and not b.is_contiguous()
+    b_tensor, b_t = matmul.b_operand(b, tf32)
+    assert b_t and b_tensor.data_ptr() == w.data_ptr(), "a K-major B is not copied"
+    out = matmul.triton_matmul(a, b, tf32=tf32)
+    rtol, atol = matmul.tolerance(precision, a.shape[1])
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
+
+
+def test_tf32_reads_b_k_major():
+    """TF32 with a row-major B goes through a transposed copy (wgmma reads TF32 K-major only);
+    16-bit and fp32 use B as it is."""
+    b = torch.zeros(64, 96)
+    b_tensor, b_t = matmul.b_operand(b, tf32=True)
+    assert b_t and b_tensor.shape == (96, 64) and b_tensor.is_contiguous()
+    assert matmul.b_operand(b, tf32=False) == (b, False)
 
 
 # ---- what runs on the device --------------------------------------------------------------------
