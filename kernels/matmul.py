@@ -573,10 +573,9 @@ def _interpret_matmul(a: torch.Tensor, b: torch.Tensor, precision: str, config: 
 
     The interpreter multiplies bf16 blocks as integers and fp16 blocks in fp16, and truncates
     fp32 -> bf16 casts, so here (EMULATED) the operands go to fp32 before tl.dot, C is kept in
-    fp32 and rounded to the output dtype by torch; TF32 is computed in full fp32 and inline PTX
-    (the TF32 rounding) is skipped. Tiling, masking, TMA coordinates, the persistent tile walk
-    the B^T descriptors and the warp-specialized form, which is what a CPU run can check, are the GPU
-    kernels' own.
+    fp32 and rounded to the output dtype by torch; TF32 is computed in full fp32. Tiling, masking,
+    TMA coordinates, the persistent tile walk, the B^T descriptors and the warp-specialized form,
+    which is what a CPU run can check, are the GPU kernels' own.
     """
     (m, k), n = a.shape, b.shape[1]
     c = torch.empty((m, n), dtype=torch.float32, device=a.device)
