@@ -150,6 +150,24 @@ __device__ __forceinline__ void store_slot(T* __restrict__ row, int64_t i0, int6
   }
 }
 
+// A slot as its raw 16 bytes, for 16-bit rows kept packed in registers: elements outside the row
+// hold -inf's bits (their exp is 0). j >= nv (no slot): every element -inf.
+template <typename T, int VEC>
+__device__ __forceinline__ uint4 load_raw_slot(const T* __restrict__ row, int64_t i0, int64_t cols) {
+  if (i0 >= 0 && i0 + VEC <= cols) return __ldg(reinterpret_cast<const uint4*>(row + i0));
+  float v[VEC];
+  load_slot<T, VEC>(row, i0, cols, v);
+  unsigned w[4];
+  pack_words<T, VEC>(v, w);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void unpack_slot(const uint4& raw, float (&v)[VEC]) {
+  const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+  unpack_words<T, VEC>(w, v);
+}
+
 // exp(v - m), with exp(-inf - anything) = 0 (keeps all--inf slices from producing NaN); a NaN v stays NaN.
 __device__ __forceinline__ float exp_shift(float v, float m) { return v == -INFINITY ? 0.0f : __expf(v - m); }
 // exp(m - M) for a partial max m under the new max M (1 when equal: also for -inf == -inf).
@@ -198,9 +216,19 @@ __device__ __forceinline__ int row_shift(const T* row) {
 // ---- register-resident rows: one warp (STRIDE = 32) or one block (STRIDE = blockDim) per row ----
 // Thread t owns vector slots t, t + STRIDE, ..., K of them. Its own pair (m_t, s_t) turns the slot
 // values into exp(x - m_t); after the reduction the output is exp(x - m_t) * exp(m_t - M) / S.
+// 16-bit rows stay packed instead (softmax_packed_row_in_registers).
+template <typename T, int VEC, int K>
+__device__ __forceinline__ void softmax_packed_row_in_registers(const T* __restrict__ xr, T* __restrict__ yr,
+                                                                int64_t cols, int t, int stride, MaxSum* scratch,
+                                                                bool is_warp);
+
 template <typename T, int VEC, int K>
 __device__ __forceinline__ void softmax_row_in_registers(const T* __restrict__ xr, T* __restrict__ yr, int64_t cols,
                                                          int t, int stride, MaxSum* scratch, bool is_warp) {
+  if constexpr (sizeof(T) == 2 && VEC > 1) {
+    softmax_packed_row_in_registers<T, VEC, K>(xr, yr, cols, t, stride, scratch, is_warp);
+    return;
+  }
   const int shift = row_shift<T, VEC>(xr);
   const int64_t nv = (shift + cols + VEC - 1) / VEC;
   float v[K][VEC];
@@ -240,6 +268,58 @@ __device__ __forceinline__ void softmax_row_in_registers(const T* __restrict__ x
   }
 }
 
+// A 16-bit row held as raw slots, 4 registers per 8 elements instead of 8, so more rows fit on an
+// SM (block_kernel_min_blocks; the warp kernel's 8-slot rows drop from 128 to 64 registers). As
+// floats, a bf16 16384-wide row took 63 registers a thread at 512 threads: 2 blocks, 64 KiB of
+// loads in flight per SM, and 2.19 TB/s on an H100 against 3.02 for fp32. The price is a second
+// exp per element, exp(x - M) / S recomputed from the raw slot when the row is written. (Not yet
+// timed on a GPU.)
+template <typename T, int VEC, int K>
+__device__ __forceinline__ void softmax_packed_row_in_registers(const T* __restrict__ xr, T* __restrict__ yr,
+                                                                int64_t cols, int t, int stride, MaxSum* scratch,
+                                                                bool is_warp) {
+  const int shift = row_shift<T, VEC>(xr);
+  const int64_t nv = (shift + cols + VEC - 1) / VEC;
+  const unsigned neg_inf = float_to_bits<T>(-INFINITY) * 0x10001u;
+  uint4 raw[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t j = t + static_cast<int64_t>(k) * stride;
+    raw[k] = j < nv ? load_raw_slot<T, VEC>(xr, j * VEC - shift, cols) : make_uint4(neg_inf, neg_inf, neg_inf, neg_inf);
+  }
+  // One pass: the running (max, sum) is rescaled per slot, so each slot is unpacked once here.
+  float m = -INFINITY, s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    float v[VEC];
+    unpack_slot<T, VEC>(raw[k], v);
+    float mk = m;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) mk = fmaxf(mk, v[e]);
+    s *= rescale(m, mk);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) s += exp_shift(v[e], mk);
+    m = mk;
+  }
+  // Opaque to the compiler from here: the write phase unpacks the slots again instead of keeping
+  // the unpacked floats alive across the reduction (which would cost the registers saved).
+#pragma unroll
+  for (int k = 0; k < K; ++k) asm volatile("" : "+r"(raw[k].x), "+r"(raw[k].y), "+r"(raw[k].z), "+r"(raw[k].w));
+  const MaxSum total = is_warp ? warp_reduce(MaxSum{m, s}) : block_reduce(MaxSum{m, s}, scratch);
+  const float inv = 1.0f / total.s;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t j = t + static_cast<int64_t>(k) * stride;
+    if (j < nv) {
+      float v[VEC];
+      unpack_slot<T, VEC>(raw[k], v);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[e] = exp_shift(v[e], total.m) * inv;
+      store_slot<T, VEC>(yr, j * VEC - shift, cols, v);
+    }
+  }
+}
+
 constexpr int kWarpKernelThreads = 128;  // 4 rows per block
 constexpr int kBlockKernelThreads = 512;
 constexpr int kClusterKernelThreads = 1024;
@@ -253,9 +333,17 @@ __global__ void __launch_bounds__(kWarpKernelThreads) softmax_warp_kernel(const 
   softmax_row_in_registers<T, VEC, K>(x + row * cols, y + row * cols, cols, threadIdx.x & 31, 32, nullptr, true);
 }
 
+// Packed 16-bit rows of up to 4 slots a thread: 3 blocks of 512 per SM (at most 42 registers a
+// thread; ptxas for sm_90a: 40, no spills; unbounded it takes 72, i.e. one block per SM), 96 KiB of
+// loads in flight per SM where the float-held row allowed 64. At 4 blocks (32 registers) it spills.
+template <typename T, int K>
+constexpr int block_kernel_min_blocks() {
+  return sizeof(T) == 2 && K <= 4 ? 3 : 1;
+}
+
 template <typename T, int VEC, int K>
-__global__ void __launch_bounds__(kBlockKernelThreads) softmax_block_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                                            int64_t cols) {
+__global__ void __launch_bounds__(kBlockKernelThreads, block_kernel_min_blocks<T, K>())
+    softmax_block_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t cols) {
   __shared__ MaxSum scratch[33];
   const int64_t row = blockIdx.x;
   softmax_row_in_registers<T, VEC, K>(x + row * cols, y + row * cols, cols, threadIdx.x, kBlockKernelThreads, scratch,
