@@ -33,6 +33,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the nvcc builds of the CUDA extensions that the selected `cuda` cases need (a test
+    module lists its own in CUDA_EXTENSIONS), so they compile side by side while other tests run."""
+    if not HAS_CUDA:
+        return
+    from kernels import cuda_ext
+
+    cuda_ext.prebuild(sorted({name for item in session.items
+                              if getattr(item, "callspec", None) and item.callspec.params.get("impl") == "cuda"
+                              for name in getattr(item.module, "CUDA_EXTENSIONS", ())}))
+
+
 @pytest.fixture
 def device() -> str:
     return DEVICE

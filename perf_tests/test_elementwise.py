@@ -18,6 +18,8 @@ from conftest import impl_dtype_size_cases, needs_gpu, require
 
 from kernels import elu, gelu
 
+CUDA_EXTENSIONS = ("elementwise",)  # kernels/cuda/elementwise.cu, built in the background from the start (conftest)
+
 DTYPES = ["float32", "bfloat16", "float16"]
 SIZES = [(64, 64), (4096, 4096), (16384, 16384), (1000, 1001), (1, 2**20 + 7), (7, 4099)]
 SMOKE_ELU = {("triton", "float32", (7, 4099)), ("torch", "float32", (7, 4099))}

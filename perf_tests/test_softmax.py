@@ -18,6 +18,8 @@ from conftest import impl_dtype_size_cases, needs_gpu, require, size_id
 
 from kernels import softmax
 
+CUDA_EXTENSIONS = ("softmax",)  # kernels/cuda/softmax.cu, built in the background from the start (conftest)
+
 DTYPES = ["float32", "bfloat16", "float16"]
 SIZES = [(64, 64), (4096, 4096), (16384, 16384), (1000, 1001), (1, 2**20 + 7), (4, 262144), (3, 20000)]
 SMOKE = {("triton", "float32", (3, 20000)), ("triton", "bfloat16", (64, 64))}
