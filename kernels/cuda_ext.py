@@ -7,6 +7,7 @@ side by side, while the tests that need none of them run.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +17,8 @@ import torch
 
 CUDA_DIR = Path(__file__).parent / "cuda"
 
-_builds: dict[tuple[str, tuple[str, ...]], Future] = {}
+_builds: dict[tuple[str, str, tuple[str, ...]], Future] = {}
+_loaded: dict[tuple[str, tuple[str, ...]], ModuleType] = {}  # the per-call path: a dict lookup
 _guard = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -28,13 +30,30 @@ class CudaUnavailable(RuntimeError):
 def load(name: str, *extra_cuda_cflags: str) -> ModuleType:
     """kernels/cuda/<name>.cu compiled for the current GPU's architecture (waits for a build
     `prebuild` started; a failed build raises here, in the test that needs it)."""
-    return _submit(name, extra_cuda_cflags).result()
+    module = _loaded.get((name, extra_cuda_cflags))
+    if module is None:
+        module = _loaded[(name, extra_cuda_cflags)] = _submit(name, extra_cuda_cflags).result()
+    return module
 
 
 def prebuild(names) -> None:
     """Start building these extensions in the background; `load` then waits for them."""
     for name in names:
         _submit(name, ())
+
+
+def finish_builds() -> None:
+    """Drop builds not started yet and wait for the running ones. Call before the process ends:
+    a build killed midway leaves torch's lock file behind, on which every later build of that
+    extension waits forever (remove ~/.cache/torch_extensions/*/gpuperf_<name>_*/lock then)."""
+    global _pool
+    with _guard:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+    with _guard:
+        for key in [k for k, f in _builds.items() if f.cancelled()]:
+            del _builds[key]  # a later load() submits these again
 
 
 def _submit(name: str, flags: tuple[str, ...]) -> Future:
@@ -45,19 +64,20 @@ def _submit(name: str, flags: tuple[str, ...]) -> Future:
     arch = f"{major}{minor}a" if major >= 9 else f"{major}{minor}"
     global _pool
     with _guard:
-        future = _builds.get((name, flags))
+        future = _builds.get((name, arch, flags))
         if future is None:
             if _pool is None:
                 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpuperf-nvcc")
-            future = _builds[(name, flags)] = _pool.submit(_build, source, arch, flags)
+            future = _builds[(name, arch, flags)] = _pool.submit(_build, source, arch, flags)
         return future
 
 
 def _build(source: Path, arch: str, flags: tuple[str, ...]) -> ModuleType:
     from torch.utils.cpp_extension import load as build
 
+    tag = "_" + hashlib.sha1(" ".join(flags).encode()).hexdigest()[:8] if flags else ""
     return build(
-        name=f"gpuperf_{source.stem}_sm{arch}",
+        name=f"gpuperf_{source.stem}_sm{arch}{tag}",
         sources=[str(source)],
         extra_cuda_cflags=["-O3", "-lineinfo", f"-gencode=arch=compute_{arch},code=sm_{arch}", *flags],
         verbose=False,

@@ -439,12 +439,12 @@ def _unique(table) -> list[tuple]:
     return list(dict.fromkeys(v for entries in table.values() for v in entries))
 
 
-_TUNE_KEY = ["M", "N", "K", "DTYPE", "PRECISION", "B_T"]
+_TUNE_KEY = ["M", "N", "K", "DTYPE", "PRECISION"]
 _tma_tuned = triton.autotune(
     configs=[_make_config(_TMA_FIELDS, v, _set_tma_blocks) for v in _unique(_TMA_TABLE)],
-    key=_TUNE_KEY, prune_configs_by={"early_config_prune": _pruner(_TMA_TABLE, _TMA_FIELDS)},
+    key=[*_TUNE_KEY, "B_T"], prune_configs_by={"early_config_prune": _pruner(_TMA_TABLE, _TMA_FIELDS)},
     do_bench=_autotune_bench)(_matmul_tma_kernel)
-_ptr_tuned = triton.autotune(
+_ptr_tuned = triton.autotune(  # B's strides are runtime arguments here: one key for all layouts
     configs=[_make_config(_PTR_FIELDS, v) for v in _unique(_PTR_TABLE)],
     key=_TUNE_KEY, prune_configs_by={"early_config_prune": _pruner(_PTR_TABLE, _PTR_FIELDS)},
     do_bench=_autotune_bench)(_matmul_ptr_kernel)
@@ -474,14 +474,14 @@ def _tma_capable(device: torch.device) -> bool:
 def _tma_layout_ok(*tensors: torch.Tensor) -> bool:
     """TMA needs unit inner strides, 16-byte aligned outer strides and 16-byte aligned bases."""
     for t in tensors:
-        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+        if t.stride(1) != 1 or t.stride(0) <= 0 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
             return False
     return True
 
 
 def _k_major(b: torch.Tensor) -> bool:
     """B stored K-major (a transposed view of a row-major N x K tensor, like an nn.Linear weight)."""
-    return b.stride(0) == 1 and b.stride(1) != 1
+    return b.stride(0) == 1 and b.stride(1) > 1
 
 
 def b_operand(b: torch.Tensor, tf32: bool) -> tuple[torch.Tensor, bool]:
@@ -496,7 +496,7 @@ def b_operand(b: torch.Tensor, tf32: bool) -> tuple[torch.Tensor, bool]:
     return b, False
 
 
-def uses_tma(a: torch.Tensor, b: torch.Tensor, tf32: bool = False) -> bool:
+def uses_tma(a: torch.Tensor, b: torch.Tensor, *, tf32: bool) -> bool:
     """Whether triton_matmul(a, b, tf32=tf32) takes the TMA kernel (C is allocated contiguous)."""
     if not _tma_capable(a.device) or (b.shape[1] * a.element_size()) % 16:
         return False
@@ -521,7 +521,7 @@ def _launch(a, b, c, precision, config=None):
     one config instead of autotuning, and EMULATED=True marks an interpreter run."""
     (m, k), n = a.shape, b.shape[1]
     dkey = _DTYPE_KEY[a.dtype]
-    if uses_tma(a, b, precision == "tf32"):
+    if uses_tma(a, b, tf32=precision == "tf32"):
         b_tensor, b_t = b_operand(b, precision == "tf32")
         # Placeholder block shapes: _set_tma_blocks gives each config its own.
         a_desc = TensorDescriptor.from_tensor(a, [16, 16])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import ExitStack
 from unittest import mock
 
 import pytest
@@ -13,28 +14,46 @@ import torch
 from kernels import cuda_ext
 
 
-def test_prebuilt_extensions_compile_side_by_side_and_load_waits_for_them():
-    builds = []
-
+def _fake_builds(log: list, seconds: float):
     def fake_build(name, sources, extra_cuda_cflags, verbose):
-        builds.append((name, threading.current_thread().name))
-        time.sleep(0.3)
+        start = time.perf_counter()
+        time.sleep(seconds)
+        log.append((name, threading.current_thread().name, start, time.perf_counter()))
         return f"module {name}"
+    return (mock.patch.object(cuda_ext, "_builds", {}), mock.patch.object(cuda_ext, "_loaded", {}),
+            mock.patch.object(cuda_ext, "_pool", None),
+            mock.patch.object(torch.cuda, "is_available", return_value=True),
+            mock.patch.object(torch.cuda, "get_device_capability", return_value=(9, 0)),
+            mock.patch("torch.utils.cpp_extension.load", fake_build))
 
-    with mock.patch.object(cuda_ext, "_builds", {}), mock.patch.object(cuda_ext, "_pool", None), \
-            mock.patch.object(torch.cuda, "is_available", return_value=True), \
-            mock.patch.object(torch.cuda, "get_device_capability", return_value=(9, 0)), \
-            mock.patch("torch.utils.cpp_extension.load", fake_build):
-        started = time.perf_counter()
+
+def test_prebuilt_extensions_compile_side_by_side_and_load_waits_for_them():
+    log = []
+    with ExitStack() as stack:
+        for patch in _fake_builds(log, 0.3):
+            stack.enter_context(patch)
         cuda_ext.prebuild(["elementwise", "softmax", "matmul"])
         assert cuda_ext.load("matmul") == "module gpuperf_matmul_sm90a"
         assert cuda_ext.load("softmax") == cuda_ext.load("softmax") == "module gpuperf_softmax_sm90a"
         assert cuda_ext.load("elementwise") == "module gpuperf_elementwise_sm90a"
-        elapsed = time.perf_counter() - started
-    assert sorted(name for name, _ in builds) == ["gpuperf_elementwise_sm90a", "gpuperf_matmul_sm90a",
+        assert cuda_ext.load("softmax", "-DX").startswith("module gpuperf_softmax_sm90a_")  # own build dir
+        cuda_ext.finish_builds()
+    first = [entry for entry in log if entry[0].count("_") == 2]
+    assert sorted(name for name, *_ in first) == ["gpuperf_elementwise_sm90a", "gpuperf_matmul_sm90a",
                                                   "gpuperf_softmax_sm90a"]  # each built once
-    assert all(thread.startswith("gpuperf-nvcc") for _, thread in builds)
-    assert elapsed < 0.75, f"three 0.3 s builds took {elapsed:.2f} s: not side by side"
+    assert all(thread.startswith("gpuperf-nvcc") for _, thread, *_ in first)
+    assert max(start for *_, start, _ in first) < min(end for *_, end in first), "builds did not overlap"
+
+
+def test_finish_builds_drops_builds_not_started_and_waits_for_running_ones():
+    log = []
+    with ExitStack() as stack:
+        for patch in _fake_builds(log, 0.2):
+            stack.enter_context(patch)
+        cuda_ext.prebuild([f"ext{i}" for i in range(8)])  # 4 workers: 4 start, 4 wait
+        cuda_ext.finish_builds()
+        assert len(log) == 4 and len(cuda_ext._builds) == 4  # the 4 that ran stay; the rest are dropped
+        assert cuda_ext.load("ext7") == "module gpuperf_ext7_sm90a"  # a dropped one builds again
 
 
 def test_without_a_gpu_loading_names_the_file():

@@ -110,29 +110,34 @@ def _config_cases():
             cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
             shape = SMALL_M_SHAPE if cfg["BLOCK_M"] == 64 else TMA_SHAPE
             name = "tma-{}x{}x{}-s{}-w{}-split{}".format(*values[:6]) + ("-ws" if cfg["WARP_SPECIALIZE"] else "")
-            yield pytest.param(prec, shape, cfg, id=f"{prec}-{name}")
+            yield pytest.param(prec, shape, cfg, False, id=f"{prec}-{name}")
+            if prec != "tf32":  # TF32 always reads B K-major: the case above is that one already
+                yield pytest.param(prec, shape, cfg, True, id=f"{prec}-{name}-kmajor")
     for values in matmul.EXPERIMENTAL_WS_CONFIGS:
         cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
         name = "tma-{}x{}x{}-s{}-w{}-split{}-ws".format(*values[:6])
-        yield pytest.param("float16", TMA_SHAPE, cfg, id=f"float16-{name}")
+        yield pytest.param("float16", TMA_SHAPE, cfg, False, id=f"float16-{name}")
     for (width, precision), table in matmul._PTR_TABLE.items():
         prec = {("16", "ieee"): "float16", ("fp32", "tf32"): "tf32", ("fp32", "ieee"): "float32"}[(width, precision)]
         for values in table:
             cfg = dict(zip(matmul._PTR_FIELDS, values), GROUP_M=8)
-            yield pytest.param(prec, PTR_SHAPE, cfg, id=f"{prec}-ptr-" + "{}x{}x{}-s{}-w{}".format(*values))
+            yield pytest.param(prec, PTR_SHAPE, cfg, False, id=f"{prec}-ptr-" + "{}x{}x{}-s{}-w{}".format(*values))
 
 
-@pytest.mark.parametrize("precision,shape,config", list(_config_cases()))
-def test_triton_config(precision, shape, config, device, gpu_assert_close):
+@pytest.mark.parametrize("precision,shape,config,k_major", list(_config_cases()))
+def test_triton_config(precision, shape, config, k_major, device, gpu_assert_close):
+    """k_major: B as the transpose of a row-major N x K tensor, read through a B^T descriptor."""
     require("triton", _numel(shape))
     if HAS_CUDA and config.get("WARP_SPECIALIZE"):
         pytest.skip("experimental warp-specialized config: a device run hung with it in the autotune "
                     "list (kernels/matmul.py EXPERIMENTAL_WS_CONFIGS); checked under the interpreter only")
     a, b = matmul.make_inputs(shape, precision, device, seed=1)
+    if k_major:
+        b = b.t().contiguous().t()
     tma_config, tf32 = "EPILOGUE_SPLIT" in config, matmul.is_tf32(precision)
-    if tma_config and not matmul.uses_tma(a, b, tf32):
+    if tma_config and not matmul.uses_tma(a, b, tf32=tf32):
         pytest.skip("no TMA path here (pre-Hopper GPU, or MATMUL_TRITON_TMA=0)")
-    assert matmul.uses_tma(a, b, tf32) == tma_config, "shape does not reach the config's kernel"
+    assert matmul.uses_tma(a, b, tf32=tf32) == tma_config, "shape does not reach the config's kernel"
     out = matmul.triton_matmul(a, b, tf32=tf32, config=config)
     rtol, atol = matmul.tolerance(precision, shape[2])
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
