@@ -577,8 +577,7 @@ def _interpret_matmul(a: torch.Tensor, b: torch.Tensor, precision: str, config: 
     TMA coordinates, the persistent tile walk, the B^T descriptors and the warp-specialized form,
     which is what a CPU run can check, are the GPU kernels' own.
     """
-    (m, k), n = a.shape, b.shape[1]
-    c = torch.empty((m, n), dtype=torch.float32, device=a.device)
+    c = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device=a.device)
     cfg = dict(config or INTERPRET_CONFIG, EMULATED=True)
     _launch(a, b, c, precision, cfg)
     return c.to(a.dtype)
