@@ -213,61 +213,6 @@ __device__ __forceinline__ int row_shift(const T* row) {
   return static_cast<int>((reinterpret_cast<std::uintptr_t>(row) % 16) / sizeof(T));
 }
 
-// ---- register-resident rows: one warp (STRIDE = 32) or one block (STRIDE = blockDim) per row ----
-// Thread t owns vector slots t, t + STRIDE, ..., K of them. Its own pair (m_t, s_t) turns the slot
-// values into exp(x - m_t); after the reduction the output is exp(x - m_t) * exp(m_t - M) / S.
-// 16-bit rows stay packed instead (softmax_packed_row_in_registers).
-template <typename T, int VEC, int K>
-__device__ __forceinline__ void softmax_packed_row_in_registers(const T* __restrict__ xr, T* __restrict__ yr,
-                                                                int64_t cols, int t, int stride, MaxSum* scratch,
-                                                                bool is_warp);
-
-template <typename T, int VEC, int K>
-__device__ __forceinline__ void softmax_row_in_registers(const T* __restrict__ xr, T* __restrict__ yr, int64_t cols,
-                                                         int t, int stride, MaxSum* scratch, bool is_warp) {
-  if constexpr (sizeof(T) == 2 && VEC > 1) {
-    softmax_packed_row_in_registers<T, VEC, K>(xr, yr, cols, t, stride, scratch, is_warp);
-    return;
-  }
-  const int shift = row_shift<T, VEC>(xr);
-  const int64_t nv = (shift + cols + VEC - 1) / VEC;
-  float v[K][VEC];
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t j = t + static_cast<int64_t>(k) * stride;
-    if (j < nv) {
-      load_slot<T, VEC>(xr, j * VEC - shift, cols, v[k]);
-    } else {
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) v[k][e] = -INFINITY;
-    }
-  }
-  float m = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) m = fmaxf(m, v[k][e]);
-  float s = 0.0f;
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      v[k][e] = exp_shift(v[k][e], m);
-      s += v[k][e];
-    }
-  const MaxSum total = is_warp ? warp_reduce(MaxSum{m, s}) : block_reduce(MaxSum{m, s}, scratch);
-  const float scale = rescale(m, total.m) / total.s;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t j = t + static_cast<int64_t>(k) * stride;
-    if (j < nv) {
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) v[k][e] *= scale;
-      store_slot<T, VEC>(yr, j * VEC - shift, cols, v[k]);
-    }
-  }
-}
-
 // A 16-bit row held as raw slots, 4 registers per 8 elements instead of 8, so more rows fit on an
 // SM (block_kernel_min_blocks; the warp kernel's 8-slot rows drop from 128 to 64 registers). As
 // floats, a bf16 16384-wide row took 63 registers a thread at 512 threads: 2 blocks, 64 KiB of
@@ -316,6 +261,56 @@ __device__ __forceinline__ void softmax_packed_row_in_registers(const T* __restr
 #pragma unroll
       for (int e = 0; e < VEC; ++e) v[e] = exp_shift(v[e], total.m) * inv;
       store_slot<T, VEC>(yr, j * VEC - shift, cols, v);
+    }
+  }
+}
+
+// ---- register-resident rows: one warp (STRIDE = 32) or one block (STRIDE = blockDim) per row ----
+// Thread t owns vector slots t, t + STRIDE, ..., K of them. Its own pair (m_t, s_t) turns the slot
+// values into exp(x - m_t); after the reduction the output is exp(x - m_t) * exp(m_t - M) / S.
+// 16-bit rows stay packed instead (softmax_packed_row_in_registers, above).
+template <typename T, int VEC, int K>
+__device__ __forceinline__ void softmax_row_in_registers(const T* __restrict__ xr, T* __restrict__ yr, int64_t cols,
+                                                         int t, int stride, MaxSum* scratch, bool is_warp) {
+  if constexpr (sizeof(T) == 2 && VEC > 1) {
+    softmax_packed_row_in_registers<T, VEC, K>(xr, yr, cols, t, stride, scratch, is_warp);
+    return;
+  }
+  const int shift = row_shift<T, VEC>(xr);
+  const int64_t nv = (shift + cols + VEC - 1) / VEC;
+  float v[K][VEC];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t j = t + static_cast<int64_t>(k) * stride;
+    if (j < nv) {
+      load_slot<T, VEC>(xr, j * VEC - shift, cols, v[k]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[k][e] = -INFINITY;
+    }
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) m = fmaxf(m, v[k][e]);
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      v[k][e] = exp_shift(v[k][e], m);
+      s += v[k][e];
+    }
+  const MaxSum total = is_warp ? warp_reduce(MaxSum{m, s}) : block_reduce(MaxSum{m, s}, scratch);
+  const float scale = rescale(m, total.m) / total.s;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t j = t + static_cast<int64_t>(k) * stride;
+    if (j < nv) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[k][e] *= scale;
+      store_slot<T, VEC>(yr, j * VEC - shift, cols, v[k]);
     }
   }
 }
