@@ -43,16 +43,7 @@ def _record(fn, config: TimingConfig) -> dict:
 
 def _judged(base: dict, make_now, threshold: float, retries: int) -> str:
     """The plugin's rule: judge, re-measure a suspect result up to `retries` times, keep the best run."""
-    best = make_now()
-    verdict = compare.judge(base, best, threshold)
-    for _ in range(retries):
-        if not compare.is_suspect(verdict):
-            break
-        again = make_now()
-        if again["median_ms"] < best["median_ms"]:
-            best = again
-        verdict = compare.judge(base, best, threshold)
-    return verdict.time
+    return compare.remeasure_while_suspect(base, lambda: (make_now(), None), threshold, retries)[2].time
 
 
 def _softmax():

@@ -30,7 +30,11 @@ Verdicts (for time; memory uses the same words):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # ---- tunables: the lead measures the gate's false-alarm and detection rates on the GPU and may tune these
 #: z-score of the two-sided 95% interval, used when a record has no measured "ci_ms".
@@ -295,6 +299,24 @@ def is_suspect(v: Verdict) -> bool:
         return False
     fixed = v.fixed_bound if v.fixed_bound is not None else 0.0
     return v.change > fixed and v.change + min(v.change, MARGIN_SHARE * v.threshold) >= v.threshold
+
+
+def remeasure_while_suspect(base: dict | None, run: Callable[[], tuple[dict, T]], threshold: float,
+                            retries: int, judging: bool = True) -> tuple[dict, T, Verdict | None, int]:
+    """The gate's re-measurement rule, for the plugin and its self-check alike: take a (record,
+    payload) from `run`, judge the fastest record so far against `base`, and run again while the
+    verdict is suspect (`is_suspect`), at most `retries` more times. Only the fastest run so far is
+    kept. Returns its record and payload, its verdict (None when not `judging`) and the number of
+    re-measurements."""
+    best: tuple[dict, T] | None = None
+    for attempt in range(retries + 1):
+        record, payload = run()
+        if best is None or record["median_ms"] < best[0]["median_ms"]:
+            best = (record, payload)
+        verdict = judge(base, best[0], threshold) if judging else None
+        if verdict is None or not is_suspect(verdict):
+            break
+    return best[0], best[1], verdict, attempt
 
 
 def judge_all(base_entries: dict[str, dict], now_results: dict[str, dict], threshold: float,

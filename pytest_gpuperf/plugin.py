@@ -396,21 +396,18 @@ class GpuBenchmark:
         base = None
         if settings.compare and perf.baseline is not None:
             base = perf.baseline.entries.get(self._item.nodeid)
-        best: tuple[dict, Measurement] | None = None
-        wall_s = sampled_s = first_s = 0.0
-        for attempt in range(settings.retries + 1):
+        totals = {"wall_s": 0.0, "measured_s": 0.0, "first_call_s": 0.0}  # all attempts: the test's cost
+
+        def run() -> tuple[dict, Measurement]:
             measurement = measure(call, settings.timing, inputs=inputs, prefer=(base or {}).get("method"))
-            wall_s, sampled_s = wall_s + measurement.wall_s, sampled_s + measurement.measured_s
-            first_s += measurement.first_call_s
-            record = self._record(measurement, inputs, nbytes, flops)
-            if best is None or record["median_ms"] < best[0]["median_ms"]:
-                best = (record, measurement)
-            verdict = compare.judge(base, best[0], threshold) if settings.compare else None
-            if verdict is None or not compare.is_suspect(verdict):
-                break
-        record, measurement = best
+            for key in totals:
+                totals[key] += getattr(measurement, key)
+            return self._record(measurement, inputs, nbytes, flops), measurement
+
+        record, measurement, verdict, attempt = compare.remeasure_while_suspect(
+            base, run, threshold, settings.retries, judging=settings.compare)
         record["remeasured"] = attempt
-        record.update(wall_s=wall_s, measured_s=sampled_s, first_call_s=first_s)  # all attempts: the test's cost
+        record.update(totals)
         record["threshold"] = threshold
         record["baseline"] = base
         if verdict is not None:
