@@ -16,8 +16,10 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   parts are zero-filled, so any M, N, K works without masks), software-pipelines them
   ``num_stages`` deep into wgmma, and writes C through TMA in two half-tiles (epilogue subtiling,
   frees shared memory for deeper pipelining). A K-major B is read as it is through a descriptor
-  of B^T; TF32 always reads B that way, transposing a row-major B into a copy first, because
-  wgmma reads TF32 from shared memory only K-major (see _matmul_tma_kernel). Elsewhere (unaligned
+  of B^T; TF32 takes the TMA kernel only that way, transposing a row-major B into a copy first
+  when M is large enough to amortize the copy (TF32_TRANSPOSE_MIN_M; smaller M: the pointer
+  kernel), because wgmma reads TF32 from shared memory only K-major (see _matmul_tma_kernel).
+  Elsewhere (unaligned
   strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a plain pointer kernel with grouped order and
   K masks. Both accumulate in fp32; autotuned over a short pruned list keyed on (M, N, K, dtype,
   precision, B layout). Under ``TRITON_INTERPRET=1`` (CPU) the same kernels run untuned with one
@@ -26,7 +28,8 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   Measured by the suite (baselines/*.yaml, TFLOP/s, cuBLAS in brackets): H100 bf16 4096 674
   (730), bf16 8192 702 (693), fp16 4096 663 (693), fp32 8192 43 (51); H200 (configs autotuned in
   CUDA graphs) bf16 4096 716 (726), fp16 8192 662 (654). TF32 reached 225 (359) with the earlier
-  register-operand form; the K-major form has not been timed yet. A first device run hung inside
+  register-operand form; with the K-major copy (H100, fourth lease) 4096 273 (365), 8192 310
+  (353). A first device run hung inside
   autotuning with the warp-specialized configs in the list; they are out of it since
   (EXPERIMENTAL_WS_CONFIGS).
 - ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT fp32 SGEMM (128x128x8 block tile,
@@ -378,11 +381,14 @@ EXPERIMENTAL_WS_CONFIGS: list[tuple] = [
     (128, 128, 64, 4, 4, 1, True),
 ]
 
-# Pointer kernel (unaligned strides, pre-Hopper): BLOCK_K=32 keeps unvectorized (unaligned)
-# loads from spilling (each element then carries its own 64-bit address through the pipeline).
+# Pointer kernel (unaligned strides, pre-Hopper, TF32 with a row-major B and a small M): BLOCK_K=32
+# keeps unvectorized (unaligned) loads from spilling (each element then carries its own 64-bit
+# address through the pipeline). TF32 64x64x32 (126 registers, 64 KiB) gives a skinny M streaming a
+# large B twice the programs; it did not move 64x16384x16384 (731 us on an H100 either way, twice
+# the 360 us of the register-operand TMA form this kernel replaced for TF32: open).
 _PTR_TABLE: dict[tuple[str, str], list[tuple]] = {
     ("16", "ieee"): [(128, 128, 32, 3, 8), (128, 128, 32, 4, 8), (64, 128, 32, 3, 4)],
-    ("fp32", "tf32"): [(128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4)],
+    ("fp32", "tf32"): [(128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4)],
     ("fp32", "ieee"): [(128, 128, 32, 3, 8), (128, 64, 32, 3, 8), (64, 64, 32, 3, 4)],
 }
 _TMA_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "EPILOGUE_SPLIT",
@@ -484,14 +490,27 @@ def _k_major(b: torch.Tensor) -> bool:
     return b.stride(0) == 1 and b.stride(1) > 1
 
 
-def b_operand(b: torch.Tensor, tf32: bool) -> tuple[torch.Tensor, bool]:
-    """What the TMA kernel's B descriptor describes: (B, False), or (B^T as an N x K row-major
-    tensor, True). K-major B is used as it is; TF32 takes B^T always, copying a row-major B into
-    it first (one transposition kernel, inside the timed call): wgmma reads TF32 from shared
-    memory only K-major (see _matmul_tma_kernel)."""
+# TF32 with a row-major B: the B^T copy moves 8*K*N bytes, about 400/M of the multiply's time at
+# ~300 TFLOP/s and 3 TB/s, against the ~25% the K-major pipeline saves (H100: 4096^3 611 -> 503 us
+# with the copy; 64x16384x16384 360 us -> 2.66 ms). Below this M the pointer kernel takes it: the
+# TMA kernel reading a row-major TF32 B copies every B tile shared -> registers -> shared
+# (64x16384x16384: 869 us).
+TF32_TRANSPOSE_MIN_M = 2048
+
+
+def _copies_b_t(b: torch.Tensor, m: int, tf32: bool) -> bool:
+    """Whether the TMA path copies a row-major B into B^T (TF32 and an M that amortizes the copy)."""
+    return tf32 and not _k_major(b) and m >= TF32_TRANSPOSE_MIN_M
+
+
+def b_operand(b: torch.Tensor, tf32: bool, m: int) -> tuple[torch.Tensor, bool]:
+    """What the TMA kernel's B descriptor describes for an M-row A: (B, False), or (B^T as an
+    N x K row-major tensor, True). A K-major B is used as it is; TF32 with M >= TF32_TRANSPOSE_MIN_M
+    copies a row-major B into B^T first (one transposition kernel, inside the timed call): wgmma
+    reads TF32 from shared memory only K-major (see _matmul_tma_kernel)."""
     if _k_major(b):
         return b.t(), True
-    if tf32:
+    if _copies_b_t(b, m, tf32):
         return b.t().contiguous(), True
     return b, False
 
@@ -502,8 +521,8 @@ def uses_tma(a: torch.Tensor, b: torch.Tensor, *, tf32: bool) -> bool:
         return False
     if _k_major(b):
         return _tma_layout_ok(a, b.t())
-    if tf32:  # B^T is a fresh contiguous copy: its rows (K elements) must be 16-byte aligned
-        return _tma_layout_ok(a) and (b.shape[0] * b.element_size()) % 16 == 0
+    if tf32:  # row-major B: TMA only through a B^T copy (its rows, K elements, 16-byte aligned)
+        return _copies_b_t(b, a.shape[0], tf32) and _tma_layout_ok(a) and (b.shape[0] * b.element_size()) % 16 == 0
     return _tma_layout_ok(a, b)
 
 
@@ -522,7 +541,7 @@ def _launch(a, b, c, precision, config=None):
     (m, k), n = a.shape, b.shape[1]
     dkey = _DTYPE_KEY[a.dtype]
     if uses_tma(a, b, tf32=precision == "tf32"):
-        b_tensor, b_t = b_operand(b, precision == "tf32")
+        b_tensor, b_t = b_operand(b, precision == "tf32", m)
         # Placeholder block shapes: _set_tma_blocks gives each config its own.
         a_desc = TensorDescriptor.from_tensor(a, [16, 16])
         b_desc = TensorDescriptor.from_tensor(b_tensor, [16, 16])

@@ -110,9 +110,9 @@ def _config_cases():
             cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
             shape = SMALL_M_SHAPE if cfg["BLOCK_M"] == 64 else TMA_SHAPE
             name = "tma-{}x{}x{}-s{}-w{}-split{}".format(*values[:6]) + ("-ws" if cfg["WARP_SPECIALIZE"] else "")
-            yield pytest.param(prec, shape, cfg, False, id=f"{prec}-{name}")
-            if prec != "tf32":  # TF32 always reads B K-major: the case above is that one already
-                yield pytest.param(prec, shape, cfg, True, id=f"{prec}-{name}-kmajor")
+            if prec != "tf32":  # TF32 takes the TMA kernel with a K-major B only (a view, or a large M's copy)
+                yield pytest.param(prec, shape, cfg, False, id=f"{prec}-{name}")
+            yield pytest.param(prec, shape, cfg, True, id=f"{prec}-{name}-kmajor")
     for values in matmul.EXPERIMENTAL_WS_CONFIGS:
         cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
         name = "tma-{}x{}x{}-s{}-w{}-split{}-ws".format(*values[:6])
@@ -155,20 +155,24 @@ def test_triton_strided_operands(precision, device, gpu_assert_close):
     b = w.t()  # (64, 96), strides (1, 64)
     tf32 = matmul.is_tf32(precision)
     assert not a.is_contiguous() and not b.is_contiguous()
-    b_tensor, b_t = matmul.b_operand(b, tf32)
+    b_tensor, b_t = matmul.b_operand(b, tf32, a.shape[0])
     assert b_t and b_tensor.data_ptr() == w.data_ptr(), "a K-major B is not copied"
     out = matmul.triton_matmul(a, b, tf32=tf32)
     rtol, atol = matmul.tolerance(precision, a.shape[1])
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
 
 
-def test_tf32_reads_b_k_major():
-    """TF32 with a row-major B goes through a transposed copy (wgmma reads TF32 K-major only);
-    16-bit and fp32 use B as it is."""
+def test_tf32_reads_b_k_major_when_m_amortizes_the_copy():
+    """TF32 with a row-major B goes through a transposed copy (wgmma reads TF32 K-major only) when
+    M is large enough to pay for it; a smaller M takes the pointer kernel; 16-bit and fp32 never copy."""
     b = torch.zeros(64, 96)
-    b_tensor, b_t = matmul.b_operand(b, tf32=True)
+    b_tensor, b_t = matmul.b_operand(b, tf32=True, m=matmul.TF32_TRANSPOSE_MIN_M)
     assert b_t and b_tensor.shape == (96, 64) and b_tensor.is_contiguous()
-    assert matmul.b_operand(b, tf32=False) == (b, False)
+    assert matmul.b_operand(b, tf32=True, m=64) == (b, False)
+    assert matmul.b_operand(b, tf32=False, m=4096) == (b, False)
+    if matmul._tma_capable(b.device):
+        small_a, large_a = torch.zeros(64, 64), torch.zeros(matmul.TF32_TRANSPOSE_MIN_M, 64)
+        assert not matmul.uses_tma(small_a, b, tf32=True) and matmul.uses_tma(large_a, b, tf32=True)
 
 
 # ---- what runs on the device --------------------------------------------------------------------

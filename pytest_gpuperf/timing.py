@@ -14,7 +14,10 @@ The rules (each one a trap seen in practice):
   the L2's size. It reads rather than writes (a memset, as do_bench does): a memset leaves the L2
   full of dirty lines whose write-back then lands inside the timed kernel (+60% on a 4M-float
   elementwise op on an H100). A short GPU spin at the head of each batch keeps the host ahead of
-  the device so no sample sees a launch gap.
+  the device so no sample sees a launch gap; where queuing a sample (the call, the flush and the
+  event pair: ~35 µs of Python on an H100 host) takes the host more than half of the sample's GPU
+  time, every sample gets its own spin. Spins are sized at the highest SM clock seen, so a clock
+  that rises after the measurement of the spin rate cannot shorten them.
 - The event pair's own cost (~1.3 µs on an H100, an empty pair read the way samples are taken) is
   subtracted from every sample. The kernel's launch latency (~1-2 µs, which CUPTI's kernel duration
   leaves out) stays in: a kernel in a stream pays it.
@@ -49,6 +52,11 @@ MAX_GRAPH_CALLS = 1000
 # H100, so the bar is higher and relative to the call, and the best of 5 probes counts.
 PENDING_TOLERANCE_MS = 0.2
 PENDING_FRACTION = 0.25
+# Samples over which a batch's host queuing time is taken: a longer batch can fill the launch queue
+# (~1000 entries, 4 per sample), after which the host waits for the device.
+QUEUE_PROBE = 32
+# Samples of the frame calibration (an event pair around nothing): 4 launch-queue entries each.
+FRAME_SAMPLES = 100
 # Host wall time a CPU sample aims for, so perf_counter's resolution is irrelevant.
 CPU_SAMPLE_S = 1e-4
 
@@ -282,6 +290,7 @@ class _CudaTimer:
         self.clocks: list[int] = []
         self.throttle: set[str] = set()
         self.long_call = False
+        self.queue_ms = 0.0  # host ms per sample to queue the first QUEUE_PROBE samples of the last batch
 
     # -- calibration -------------------------------------------------------------------------
     def _event(self):
@@ -363,12 +372,16 @@ class _CudaTimer:
                pad_each: bool = False) -> list[float]:
         """n samples of [flush][start][body][end] queued behind a spin; raw event times in ms.
 
-        `pad_each` spins before every sample, for bodies whose launches take longer than their GPU
-        time: one spin at the head of the batch would be eaten after a few samples."""
+        `host_ms`: host time to queue one sample. `pad_each` spins before every sample, for bodies
+        whose launches take longer than their GPU time: one spin at the head of the batch would be
+        eaten after a few samples."""
         torch = self.torch
         events = [(self._event(), self._event()) for _ in range(n)]
         self._pad(host_ms * 2)
-        for begin, end in events:
+        queued = time.perf_counter()
+        for i, (begin, end) in enumerate(events):
+            if i == QUEUE_PROBE:  # a longer batch can fill the launch queue, and then times the device
+                self.queue_ms = (time.perf_counter() - queued) * 1e3 / i
             if pad_each:
                 self._pad(host_ms)
             if flush is not None:
@@ -381,13 +394,24 @@ class _CudaTimer:
         torch.cuda.synchronize()
         return [b.elapsed_time(e) for b, e in events]
 
-    def _timer_overhead_ms(self, flush) -> float:
-        """What an event pair reads around nothing, taken the way samples are (once per device and mode)."""
+    def _frame(self, flush) -> tuple[float, float]:
+        """(GPU ms an event pair reads around nothing, host ms to queue a sample's frame: the flush
+        and the event pair), taken the way samples are, once per device and cache mode.
+
+        The frame's host cost (~35 µs on an H100 host, more than the 33 µs flush) decides, with
+        the call's own launches, whether one spin per batch keeps the host ahead of the device:
+        forced to events, a 3.6 µs kernel's samples read 21 µs of launch gaps."""
         key = (self.index, flush is not None)
-        if key not in _OVERHEAD:
-            # the spin covers the whole batch's enqueue (~10 µs a pair), or the pairs would read host gaps
-            _OVERHEAD[key] = statistics.median(self._batch(lambda: None, 200, 200 * 0.01, flush, sync=False))
-        return _OVERHEAD[key]
+        if key not in _FRAME:
+            # The spin covers the whole batch's enqueue (~35 µs a sample), and the batch stays well
+            # inside the launch queue, or pairs would read host gaps. A gap can only lengthen a pair,
+            # so a low quantile is the pair's cost: an inflated one is subtracted from every sample.
+            raw = sorted(self._batch(lambda: None, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False))
+            _FRAME[key] = (raw[len(raw) // 10], self.queue_ms)
+        return _FRAME[key]
+
+    def _timer_overhead_ms(self, flush) -> float:
+        return self._frame(flush)[0]
 
     def _flush_ms(self, flush) -> float:
         """GPU time of one L2 flush, measured once per device: what a cold sample adds ahead of the call."""
@@ -436,15 +460,17 @@ class _CudaTimer:
 
     def _gpu_ms(self, flush) -> float:
         """GPU time of one call with the queue kept full, so launch gaps don't count (calibration)."""
-        raw = self._batch(self.fn, 3 if self.long_call else 9, 0.5, flush, sync=False)
+        raw = self._batch(self.fn, 3 if self.long_call else 9, 0.5 + self._frame(flush)[1], flush, sync=False)
         return max(statistics.median(raw) - self._timer_overhead_ms(flush), 1e-4)
 
     def run(self) -> Measurement:
-        host_ms = self._warmup()
+        call_host_ms = self._warmup()
         pending = self._pending_ms()
         value, peak = self._peak_memory()
         flush = _Flush(self.torch, self.index) if self.config.cache == "cold" else None
+        host_ms = call_host_ms + self._frame(flush)[1]  # to queue one sample: the call and its frame
         gpu_ms = self._gpu_ms(flush)
+        flush_ms = self._flush_ms(flush)
         self._read_clocks()
         if pending > max(PENDING_TOLERANCE_MS, PENDING_FRACTION * gpu_ms):
             self.warnings.append(
@@ -452,7 +478,7 @@ class _CudaTimer:
                 "uses other streams; each sample waits for the whole device (times include a synchronize)")
             method, calls = "device-sync", 1
             samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
-        elif launch_bound(gpu_ms, host_ms, self._flush_ms(flush), self.prefer):
+        elif launch_bound(gpu_ms, call_host_ms, flush_ms, self.prefer):
             calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
             graph = self._graph(calls)
             if graph is not None:
@@ -460,17 +486,18 @@ class _CudaTimer:
                 samples, batches = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, flush, sync=False)
             else:
                 method = "queued"
-                calls = max(1, min(calls, math.floor(40.0 / max(host_ms, 1e-3))))
+                calls = max(1, min(calls, math.floor(40.0 / max(call_host_ms, 1e-3))))
 
                 def body() -> None:
                     for _ in range(calls):
                         self.fn()
 
-                samples, batches = self._sample(body, host_ms * calls, gpu_ms * calls, calls, flush, sync=False,
+                samples, batches = self._sample(body, host_ms + call_host_ms * (calls - 1), gpu_ms * calls, calls, flush, sync=False,
                                                 pad_each=True)
         else:
             method, calls = "events", 1
-            samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False)
+            samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False,
+                                            pad_each=host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms))
         severe = sorted(self.throttle & SEVERE_THROTTLE)
         if severe:
             self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
@@ -483,7 +510,7 @@ class _CudaTimer:
 
 _FLUSH: dict[int, Any] = {}
 _SPIN: dict[int, float] = {}
-_OVERHEAD: dict[tuple[int, bool], float] = {}
+_FRAME: dict[tuple[int, bool], tuple[float, float]] = {}
 _FLUSH_MS: dict[int, float] = {}
 
 
@@ -504,16 +531,24 @@ class _Flush:
 
 
 def _spin_rate(torch, index: int) -> float:
-    """Cycles of torch.cuda._sleep per millisecond on this device (measured once)."""
+    """Cycles of torch.cuda._sleep per millisecond on this device at the highest clock seen (measured once).
+
+    Measured cold, at an idle clock (345 MHz on an H100 after a pause), the rate made every later
+    spin ~6x shorter than meant at the boost clock, and a calibration batch that outran its spin
+    read launch gaps: a 1.4 µs kernel was judged a 24 µs one and timed with events. So the clock is
+    raised first and the fastest of a few readings counts: at a lower clock a spin only lasts longer."""
     if index not in _SPIN:
         cycles = 1_000_000
-        torch.cuda._sleep(cycles)  # first launch loads the module
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        end.synchronize()
-        _SPIN[index] = cycles / max(begin.elapsed_time(end), 1e-3)
+        torch.cuda._sleep(20 * cycles)  # loads the module and raises the clock
+        rates = []
+        for _ in range(3):
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            end.synchronize()
+            rates.append(cycles / max(begin.elapsed_time(end), 1e-3))
+        _SPIN[index] = max(rates)
     return _SPIN[index]
 
 

@@ -66,7 +66,7 @@ def sim(monkeypatch):
     from pytest_gpuperf import timing
     from sim_cuda import SimDevice
 
-    for cache in ("_FLUSH", "_SPIN", "_OVERHEAD", "_FLUSH_MS"):  # per-device calibrations of earlier tests
+    for cache in ("_FLUSH", "_SPIN", "_FRAME", "_FLUSH_MS"):  # per-device calibrations of earlier tests
         monkeypatch.setattr(timing, cache, {})
     # a ~370 µs flush: times scaled up ~10x from an H100 so that Python's own overhead stays negligible
     return SimDevice(l2_bytes=525 << 20, read_bytes_per_ms=3e9)
