@@ -5,7 +5,8 @@ multiplies allowed: only for torch, compiled and triton; the other impls skip it
 Shapes: 512..8192 square; 4097x4095x1023 (odd sizes: every edge is a partial tile, and the
 unaligned strides send Triton to its pointer kernel); 16384x16384x64 (C-write bound) and
 64x16384x16384 (one tile-row, B-read bound); two small shapes that the CPU interpreter can run
-(96x80x64 takes Triton's TMA path with partial tiles, 67x45x33 its pointer path).
+(96x80x64 takes Triton's TMA path with partial tiles, except TF32, whose row-major B takes the
+TMA path only for M >= 2048; 67x45x33 its pointer path).
 
 Kept out to hold the GPU suite to its time budget (each is the same call as a case that runs):
 - compiled: only 512, 4096 and 8192 (and the small shapes). It is the same cuBLAS call as
@@ -140,6 +141,19 @@ def test_triton_config(precision, shape, config, k_major, device, gpu_assert_clo
     assert matmul.uses_tma(a, b, tf32=tf32) == tma_config, "shape does not reach the config's kernel"
     out = matmul.triton_matmul(a, b, tf32=tf32, config=config)
     rtol, atol = matmul.tolerance(precision, shape[2])
+    gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
+
+
+def test_tf32_row_major_b_through_the_transposed_copy(device, monkeypatch, gpu_assert_close):
+    """The B^T copy a large M takes (TF32_TRANSPOSE_MIN_M), at a small M so the CPU interpreter can run it."""
+    require("triton", 96 * 80)
+    monkeypatch.setattr(matmul, "TF32_TRANSPOSE_MIN_M", 64)
+    a, b = matmul.make_inputs((96, 80, 64), "tf32", device, seed=4)
+    if not matmul.uses_tma(a, b, tf32=True):
+        pytest.skip("no TMA path here (pre-Hopper GPU, or MATMUL_TRITON_TMA=0)")
+    assert matmul.b_operand(b, True, a.shape[0])[1], "a row-major B at M >= TF32_TRANSPOSE_MIN_M is copied to B^T"
+    out = matmul.triton_matmul(a, b, tf32=True)
+    rtol, atol = matmul.tolerance("tf32", a.shape[1])
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
 
 

@@ -16,8 +16,8 @@ The rules (each one a trap seen in practice):
   elementwise op on an H100). A short GPU spin at the head of each batch keeps the host ahead of
   the device so no sample sees a launch gap; where queuing a sample (the call, the flush and the
   event pair: ~35 µs of Python on an H100 host) takes the host more than half of the sample's GPU
-  time, every sample gets its own spin. Spins are sized at the highest SM clock seen, so a clock
-  that rises after the measurement of the spin rate cannot shorten them.
+  time, every sample gets its own spin. Spins are sized at the boost clock (the fastest of a few
+  readings of the spin rate after a warming spin), so a lower clock can only lengthen them.
 - The event pair's own cost (~1.3 µs on an H100, an empty pair read the way samples are taken) is
   subtracted from every sample. The kernel's launch latency (~1-2 µs, which CUPTI's kernel duration
   leaves out) stays in: a kernel in a stream pays it.
@@ -290,7 +290,7 @@ class _CudaTimer:
         self.clocks: list[int] = []
         self.throttle: set[str] = set()
         self.long_call = False
-        self.queue_ms = 0.0  # host ms per sample to queue the first QUEUE_PROBE samples of the last batch
+        self.queue_ms = 0.0  # median host ms to queue one of the first QUEUE_PROBE samples of the last batch
 
     # -- calibration -------------------------------------------------------------------------
     def _event(self):
@@ -360,7 +360,7 @@ class _CudaTimer:
     # -- sampling ----------------------------------------------------------------------------
     def _pad(self, host_ms: float) -> None:
         """Busy the GPU long enough for the host to queue what follows, so no launch gap is timed."""
-        self.torch.cuda._sleep(int(min(host_ms * 1.5 + 0.02, 50.0) * _spin_rate(self.torch, self.index)))
+        self.torch.cuda._sleep(int(_pad_ms(host_ms) * _spin_rate(self.torch, self.index)))
 
     def _read_clocks(self) -> None:
         state = read_clocks(self.index)
@@ -369,21 +369,22 @@ class _CudaTimer:
         self.throttle.update(state.throttle)
 
     def _batch(self, body: Callable[[], None], n: int, host_ms: float, flush, sync: bool,
-               pad_each: bool = False) -> list[float]:
+               each_ms: float = 0.0) -> list[float]:
         """n samples of [flush][start][body][end] queued behind a spin; raw event times in ms.
 
-        `host_ms`: host time to queue one sample. `pad_each` spins before every sample, for bodies
-        whose launches take longer than their GPU time: one spin at the head of the batch would be
-        eaten after a few samples."""
+        `host_ms`: host time to queue one sample (the head spin covers two). `each_ms` > 0: a spin
+        before every sample covering that much host time, where queuing a sample takes the host
+        longer than the device needs to run one: a spin at the head of the batch would be eaten
+        after a few samples, and the device would idle between the rest."""
         torch = self.torch
         events = [(self._event(), self._event()) for _ in range(n)]
         self._pad(host_ms * 2)
-        queued = time.perf_counter()
+        stamps = [time.perf_counter()]
         for i, (begin, end) in enumerate(events):
-            if i == QUEUE_PROBE:  # a longer batch can fill the launch queue, and then times the device
-                self.queue_ms = (time.perf_counter() - queued) * 1e3 / i
-            if pad_each:
-                self._pad(host_ms)
+            if i < QUEUE_PROBE:  # a longer batch can fill the launch queue, and then times the device
+                stamps.append(time.perf_counter())
+            if each_ms > 0:
+                self._pad(each_ms)
             if flush is not None:
                 flush()
             begin.record()
@@ -391,6 +392,8 @@ class _CudaTimer:
             if sync:
                 torch.cuda.synchronize()
             end.record()
+        gaps = [b - a for a, b in zip(stamps[1:], stamps[2:])]
+        self.queue_ms = statistics.median(gaps) * 1e3 if gaps else 0.0  # a stall inflates one sample, not all
         torch.cuda.synchronize()
         return [b.elapsed_time(e) for b, e in events]
 
@@ -404,6 +407,9 @@ class _CudaTimer:
         H100, against 6 µs behind a spin that covered the whole batch."""
         key = (self.index, flush is not None)
         if key not in _FRAME:
+            if flush is not None:  # its first call loads the reduction kernel: not a sample's cost
+                flush()
+                self.torch.cuda.synchronize()
             # The spin covers the whole batch's enqueue (~35 µs a sample), and the batch stays well
             # inside the launch queue, or pairs would read host gaps. A gap can only lengthen a pair,
             # so a low quantile is the pair's cost: an inflated one is subtracted from every sample.
@@ -424,16 +430,17 @@ class _CudaTimer:
         return _FLUSH_MS[self.index]
 
     def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, flush,
-                sync: bool, pad_each: bool = False) -> tuple[list[float], list[float]]:
+                sync: bool, each_ms: float = 0.0) -> tuple[list[float], list[float]]:
         """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call."""
         overhead = self._timer_overhead_ms(flush)
         flush_ms = self._flush_ms(flush)
-        per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + 0.005))))
+        spin_ms = _pad_ms(each_ms) if each_ms > 0 else 0.0
+        per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + spin_ms + 0.005))))
         samples: list[float] = []
         batch_medians: list[float] = []
         started = time.perf_counter()
         while not _stop(samples, batch_medians, self.config, started):
-            raw = self._batch(body, per_batch, host_ms, flush, sync, pad_each)
+            raw = self._batch(body, per_batch, host_ms, flush, sync, each_ms)
             batch = [max(t - overhead, 0.0) / divisor for t in raw]
             samples.extend(batch)
             batch_medians.append(statistics.median(batch))
@@ -459,9 +466,10 @@ class _CudaTimer:
             return None
         return graph
 
-    def _gpu_ms(self, flush) -> float:
+    def _gpu_ms(self, flush, host_ms: float) -> float:
         """GPU time of one call with the queue kept full, so launch gaps don't count (calibration)."""
-        raw = self._batch(self.fn, 3 if self.long_call else 9, 0.5 + self._frame(flush)[1], flush, sync=False)
+        n = 3 if self.long_call else 9
+        raw = self._batch(self.fn, n, max(0.5, n * host_ms / 2), flush, sync=False)  # the spin covers all n
         return max(statistics.median(raw) - self._timer_overhead_ms(flush), 1e-4)
 
     def run(self) -> Measurement:
@@ -470,7 +478,7 @@ class _CudaTimer:
         value, peak = self._peak_memory()
         flush = _Flush(self.torch, self.index) if self.config.cache == "cold" else None
         host_ms = call_host_ms + self._frame(flush)[1]  # to queue one sample: the call and its frame
-        gpu_ms = self._gpu_ms(flush)
+        gpu_ms = self._gpu_ms(flush, host_ms)
         flush_ms = self._flush_ms(flush)
         self._read_clocks()
         if pending > max(PENDING_TOLERANCE_MS, PENDING_FRACTION * gpu_ms):
@@ -493,12 +501,16 @@ class _CudaTimer:
                     for _ in range(calls):
                         self.fn()
 
-                samples, batches = self._sample(body, host_ms + call_host_ms * (calls - 1), gpu_ms * calls, calls, flush, sync=False,
-                                                pad_each=True)
+                queue_ms = host_ms + call_host_ms * (calls - 1)
+                samples, batches = self._sample(body, queue_ms, gpu_ms * calls, calls, flush, sync=False,
+                                                each_ms=queue_ms)
         else:
             method, calls = "events", 1
-            samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False,
-                                            pad_each=host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms))
+            # Where the host barely keeps up, each sample gets a spin of the host's deficit (and a
+            # little more), so the device never idles between samples.
+            each_ms = (max(host_ms - gpu_ms - flush_ms, 0.0) + 0.001
+                       if host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) else 0.0)
+            samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False, each_ms=each_ms)
         severe = sorted(self.throttle & SEVERE_THROTTLE)
         if severe:
             self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
@@ -531,13 +543,19 @@ class _Flush:
         self.torch.sum(self.buffer, dim=0, out=self.sink)
 
 
+def _pad_ms(host_ms: float) -> float:
+    """GPU ms of a spin that covers `host_ms` of host work, with a margin (at most 50 ms)."""
+    return min(host_ms * 1.5 + 0.02, 50.0)
+
+
 def _spin_rate(torch, index: int) -> float:
-    """Cycles of torch.cuda._sleep per millisecond on this device at the highest clock seen (measured once).
+    """Cycles of torch.cuda._sleep per millisecond on this device, measured once: the fastest of a few
+    readings after a spin that raises the clock.
 
     Measured cold, at an idle clock (345 MHz on an H100 after a pause), the rate made every later
     spin ~6x shorter than meant at the boost clock, and a calibration batch that outran its spin
-    read launch gaps: a 1.4 µs kernel was judged a 24 µs one and timed with events. So the clock is
-    raised first and the fastest of a few readings counts: at a lower clock a spin only lasts longer."""
+    read launch gaps: a 1.4 µs kernel was judged a 24 µs one and timed with events. Read at the
+    boost clock, a spin can only last longer when the clock is lower."""
     if index not in _SPIN:
         cycles = 1_000_000
         torch.cuda._sleep(20 * cycles)  # loads the module and raises the clock

@@ -6,7 +6,8 @@ queues `ms` of work behind what is queued, starting no earlier than the host's l
 gaps happen as on a GPU); an event is stamped when the queue reaches it, and reading an event the
 queue has not reached is an error, as on a GPU; synchronize waits (really) until both queues
 drain. Graph capture records launches and a replay queues them back to back. Work can be given a
-host-side launch cost, which is what makes a call launch-bound.
+host-side launch cost, which is what makes a call launch-bound, and so can recording an event
+(`record_host_ms`: with a cheap call, the event pair is then most of what the host spends per sample).
 
 Not modelled: a bounded launch queue (the host never blocks), capture of side-stream work, stream
 objects (one stream), and the cost of an event pair (zero here).
@@ -37,6 +38,7 @@ class SimDevice:
         self.free_at = 0.0  # ms (perf_counter clock) at which the queue drains
         self.side_free_at = 0.0  # the same for a second stream, which events on the first don't see
         self.capturing: list[float] | None = None
+        self.record_host_ms = 0.0  # host cost of recording an event
         self.torch = self._module()
 
     # -- the device ----------------------------------------------------------------------------
@@ -72,6 +74,7 @@ class SimDevice:
                 self.timing = enable_timing
 
             def record(self) -> None:
+                _busy(dev.record_host_ms)
                 self.t = dev.stamp()
 
             def synchronize(self) -> None:

@@ -85,6 +85,16 @@ def test_sim_a_call_whose_launch_the_flush_hides_is_timed_with_events(sim) -> No
     assert m.median_ms == pytest.approx(0.25, rel=0.05)
 
 
+def test_sim_events_samples_keep_the_device_busy_when_the_event_pair_is_slow_to_queue(sim) -> None:
+    """The call's own launch is cheap (events, not a graph), but recording the pair takes the host
+    longer than the call takes the device: without a spin per sample the device would idle and
+    the pair would time the host's queuing (0.12 ms here)."""
+    sim.record_host_ms = 0.1
+    m = _run(sim, sim.kernel(0.05, host_ms=0.02), cache="warm")
+    assert m.method == "events"
+    assert m.median_ms == pytest.approx(0.05, rel=0.05)
+
+
 def test_sim_the_same_call_on_a_warm_cache_is_launch_bound(sim) -> None:
     m = _run(sim, sim.kernel(0.25, host_ms=0.15), cache="warm")
     assert m.method == "graph" and m.calls_per_sample >= 10

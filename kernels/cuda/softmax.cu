@@ -531,17 +531,25 @@ int block_threads(int64_t nv) {
   return nv <= 4 * 128 ? 128 : nv <= 4 * 256 ? 256 : kBlockKernelThreads;
 }
 
-// Slots a thread: K = 1, 2, 4 or 8 (8 only in blocks of 512: smaller blocks are for short rows).
+// Slots a thread: K = 1, 2, 4 or 8. Only the reachable kernels are instantiated: 8 only in blocks of
+// 512 (smaller blocks are for short rows), and a 16-bit row takes 256 or 512 threads only when it
+// needs more than 2 slots a thread (block_threads).
 template <typename T, int VEC, int THREADS>
 cudaError_t launch_block_sized(const T* x, T* y, int64_t rows, int64_t cols, int64_t nv, cudaStream_t stream) {
+  constexpr bool kFewSlots = sizeof(T) != 2 || THREADS == 128;
   switch (next_pow2((nv + THREADS - 1) / THREADS)) {
-    case 1: return launch_block<T, VEC, 1, THREADS>(x, y, rows, cols, stream);
-    case 2: return launch_block<T, VEC, 2, THREADS>(x, y, rows, cols, stream);
+    case 1:
+      if constexpr (kFewSlots) return launch_block<T, VEC, 1, THREADS>(x, y, rows, cols, stream);
+      break;
+    case 2:
+      if constexpr (kFewSlots) return launch_block<T, VEC, 2, THREADS>(x, y, rows, cols, stream);
+      break;
     case 4: return launch_block<T, VEC, 4, THREADS>(x, y, rows, cols, stream);
     default:
       if constexpr (THREADS == kBlockKernelThreads) return launch_block<T, VEC, 8, THREADS>(x, y, rows, cols, stream);
-      return cudaErrorInvalidValue;
+      break;
   }
+  return cudaErrorInvalidValue;
 }
 
 template <typename T>
