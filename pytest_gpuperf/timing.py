@@ -15,8 +15,8 @@ The rules (each one a trap seen in practice):
   full of dirty lines whose write-back then lands inside the timed kernel (+60% on a 4M-float
   elementwise op on an H100). A short GPU spin at the head of each batch keeps the host ahead of
   the device so no sample sees a launch gap; where queuing a sample (the call, the flush and the
-  event pair: ~35 µs of Python on an H100 host) takes the host more than half of the sample's GPU
-  time, every sample gets its own spin. Spins are sized at the boost clock (the fastest of a few
+  event pair: tens of µs of Python on an H100 host, against a ~33 µs flush) takes the host more
+  than half of the sample's GPU time, every sample gets its own spin. Spins are sized at the boost clock (the fastest of a few
   readings of the spin rate after a warming spin), so a lower clock can only lengthen them.
 - The event pair's own cost (~1.3 µs on an H100, an empty pair read the way samples are taken) is
   subtracted from every sample. The kernel's launch latency (~1-2 µs, which CUPTI's kernel duration
@@ -401,7 +401,7 @@ class _CudaTimer:
         """(GPU ms an event pair reads around nothing, host ms to queue a sample's frame: the flush
         and the event pair), taken the way samples are, once per device and cache mode.
 
-        The frame's host cost (~35 µs on an H100 host, more than the 33 µs flush) decides, with
+        The frame's host cost (tens of µs on an H100 host, against a ~33 µs flush) decides, with
         the call's own launches, whether one spin per batch keeps the device busy: forced to
         events with the device idling between samples, a 3.6 µs kernel's samples read 21 µs on an
         H100, against 6 µs behind a spin that covered the whole batch."""
@@ -410,7 +410,7 @@ class _CudaTimer:
             if flush is not None:  # its first call loads the reduction kernel: not a sample's cost
                 flush()
                 self.torch.cuda.synchronize()
-            # The spin covers the whole batch's enqueue (~35 µs a sample), and the batch stays well
+            # The spin covers the whole batch's enqueue (tens of µs a sample), and the batch stays well
             # inside the launch queue, or pairs would read host gaps. A gap can only lengthen a pair,
             # so a low quantile is the pair's cost: an inflated one is subtracted from every sample.
             raw = sorted(self._batch(lambda: None, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False))
