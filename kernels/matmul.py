@@ -16,9 +16,9 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   parts are zero-filled, so any M, N, K works without masks), software-pipelines them
   ``num_stages`` deep into wgmma, and writes C through TMA in two half-tiles (epilogue subtiling,
   frees shared memory for deeper pipelining). A K-major B is read as it is through a descriptor
-  of B^T; TF32 takes the TMA kernel only that way, transposing a row-major B into a copy first
-  when M is large enough to amortize the copy (TF32_TRANSPOSE_MIN_M; smaller M: the pointer
-  kernel), because wgmma reads TF32 from shared memory only K-major (see _matmul_tma_kernel).
+  of B^T; TF32 reads a row-major B that way too, through a transposed copy, when M is large
+  enough to amortize the copy (TF32_TRANSPOSE_MIN_M), because wgmma reads TF32 from shared memory
+  only K-major; a smaller M computes C^T = B^T A^T instead (see _matmul_tma_kernel).
   Elsewhere (unaligned
   strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a plain pointer kernel with grouped order and
   K masks. Both accumulate in fp32; autotuned over a short pruned list keyed on (M, N, K, dtype,
@@ -231,6 +231,13 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _round_to_tf32(x):
+    """fp32 -> TF32 with round-to-nearest (the tensor cores themselves would truncate)."""
+    return tl.inline_asm_elementwise("cvt.rna.tf32.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
+                                     is_pure=True, pack=1)
+
+
+@triton.jit
 def _load_b(b_desc, ki, off_n, BLOCK_K: tl.constexpr, B_T: tl.constexpr):
     """The (BLOCK_K, BLOCK_N) tile of B at K-step ki; with B_T the descriptor holds B^T (N x K)."""
     if B_T:
@@ -244,7 +251,7 @@ def _load_b(b_desc, ki, off_n, BLOCK_K: tl.constexpr, B_T: tl.constexpr):
 def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_programs,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        GROUP_M: tl.constexpr, EPILOGUE_SPLIT: tl.constexpr,
-                       WARP_SPECIALIZE: tl.constexpr, B_T: tl.constexpr,
+                       WARP_SPECIALIZE: tl.constexpr, B_T: tl.constexpr, SWAP_AB: tl.constexpr,
                        PRECISION: tl.constexpr, DTYPE: tl.constexpr, EMULATED: tl.constexpr = False):
     """TMA GEMM (sm_90+). DTYPE only keys the autotuner (the descriptors carry the types).
 
@@ -261,15 +268,21 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
     wgmma reads TF32 operands from shared memory only K-major, and with a row-major (N-major) B
     Triton copies each B tile shared -> registers -> shared and waits on every wgmma (PTX of the
     128x128x32 config: 80 st.shared in the loop and epilogue against 64, one wgmma in flight). A
-    register-operand form (C^T = B^T A^T, B^T rounded to TF32 in registers) kept the wgmma chain
-    asynchronous but reached only 62% of cuBLAS TF32 on an H100; with K-major B the loop is the
-    16-bit one: TMA loads, four wgmmas on shared-memory descriptors, one group in flight.
+    register-operand form (SWAP_AB) kept the wgmma chain asynchronous but reached only 62% of
+    cuBLAS TF32 on an H100 at 4096; with K-major B the loop is the 16-bit one: TMA loads, four
+    wgmmas on shared-memory descriptors, one group in flight.
+    SWAP_AB (TF32 with a row-major B and an M too small to pay for a B^T copy; persistent form
+    only): computes C^T = B^T A^T, B^T the register operand (loaded once from shared memory,
+    rounded to TF32 on the way) and A^T a K-major shared operand; the accumulator is transposed
+    once per tile. 64x16384x16384 took 0.36 ms in this form on the first three H100 leases, and
+    0.73 ms in the pointer kernel that stood in for it on the next two.
     EMULATED: running under TRITON_INTERPRET=1 (see _interpret_matmul).
     """
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     if WARP_SPECIALIZE:
+        tl.static_assert(not SWAP_AB, "the swapped TF32 form has no warp-specialized variant")
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -289,11 +302,21 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
             pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
             off_m = pid_m * BLOCK_M
             off_n = pid_n * BLOCK_N
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for ki in range(k_tiles):
-                a = a_desc.load([off_m, ki * BLOCK_K])
-                b = _load_b(b_desc, ki, off_n, BLOCK_K, B_T)
-                acc = dot(a, b, acc, input_precision=PRECISION, WIDEN=EMULATED)
+            if SWAP_AB:
+                acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+                for ki in range(k_tiles):
+                    a = a_desc.load([off_m, ki * BLOCK_K])
+                    bt = b_desc.load([ki * BLOCK_K, off_n]).T
+                    if not EMULATED:
+                        bt = _round_to_tf32(bt)
+                    acc_t = tl.dot(bt, a.T, acc_t, input_precision=PRECISION)
+                acc = acc_t.T
+            else:
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for ki in range(k_tiles):
+                    a = a_desc.load([off_m, ki * BLOCK_K])
+                    b = _load_b(b_desc, ki, off_n, BLOCK_K, B_T)
+                    acc = dot(a, b, acc, input_precision=PRECISION, WIDEN=EMULATED)
             if EPILOGUE_SPLIT == 2:
                 # C in two BLOCK_M x BLOCK_N/2 halves: half the epilogue's shared-memory buffer,
                 # which leaves room for a deeper load pipeline.
@@ -364,6 +387,12 @@ _TMA_TABLE: dict[tuple[str, str], list[tuple]] = {
         (128, 128, 64, 3, 8, 2, False),
         (64, 128, 32, 4, 4, 1, False),
     ],
+    ("fp32", "tf32-swap"): [  # SWAP_AB: the TF32 configs of the earlier register-operand kernel
+        (128, 128, 32, 4, 8, 2, False),
+        (128, 256, 32, 3, 8, 2, False),
+        (128, 128, 32, 4, 4, 2, False),
+        (64, 128, 64, 4, 4, 1, False),
+    ],
     ("fp32", "ieee"): [
         (128, 128, 32, 3, 8, 2, False),
         (64, 128, 32, 3, 4, 2, False),
@@ -381,14 +410,11 @@ EXPERIMENTAL_WS_CONFIGS: list[tuple] = [
     (128, 128, 64, 4, 4, 1, True),
 ]
 
-# Pointer kernel (unaligned strides, pre-Hopper, TF32 with a row-major B and a small M): BLOCK_K=32
-# keeps unvectorized (unaligned) loads from spilling (each element then carries its own 64-bit
-# address through the pipeline). TF32 64x64x32 (126 registers, 64 KiB) gives a skinny M streaming a
-# large B twice the programs; it did not move 64x16384x16384 (731 us on an H100 either way, twice
-# the 360 us of the register-operand TMA form this kernel replaced for TF32: open).
+# Pointer kernel (unaligned strides, pre-Hopper): BLOCK_K=32 keeps unvectorized (unaligned)
+# loads from spilling (each element then carries its own 64-bit address through the pipeline).
 _PTR_TABLE: dict[tuple[str, str], list[tuple]] = {
     ("16", "ieee"): [(128, 128, 32, 3, 8), (128, 128, 32, 4, 8), (64, 128, 32, 3, 4)],
-    ("fp32", "tf32"): [(128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4)],
+    ("fp32", "tf32"): [(128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4)],
     ("fp32", "ieee"): [(128, 128, 32, 3, 8), (128, 64, 32, 3, 8), (64, 64, 32, 3, 4)],
 }
 _TMA_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "EPILOGUE_SPLIT",
@@ -396,8 +422,10 @@ _TMA_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "EPIL
 _PTR_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
 
 
-def _table_key(dtype_key: str, precision: str) -> tuple[str, str]:
-    return ("fp32", precision) if dtype_key == "fp32" else ("16", "ieee")
+def _table_key(dtype_key: str, precision: str, swap_ab: bool = False) -> tuple[str, str]:
+    if dtype_key != "fp32":
+        return ("16", "ieee")
+    return ("fp32", "tf32-swap") if swap_ab else ("fp32", precision)
 
 
 def _set_tma_blocks(nargs):
@@ -423,7 +451,7 @@ def _config_id(cfg: triton.Config, fields) -> tuple:
 def _pruner(table, fields):
     def prune(configs, nargs, **kwargs):
         """This dtype/precision's configs; 64-row tiles exactly when M <= 64."""
-        wanted = set(table[_table_key(kwargs["DTYPE"], kwargs["PRECISION"])])
+        wanted = set(table[_table_key(kwargs["DTYPE"], kwargs["PRECISION"], kwargs.get("SWAP_AB", False))])
         mine = [c for c in configs if _config_id(c, fields) in wanted]
         small_m = nargs["M"] <= 64
         kept = [c for c in mine if (c.kwargs["BLOCK_M"] == 64) == small_m]
@@ -448,7 +476,7 @@ def _unique(table) -> list[tuple]:
 _TUNE_KEY = ["M", "N", "K", "DTYPE", "PRECISION"]
 _tma_tuned = triton.autotune(
     configs=[_make_config(_TMA_FIELDS, v, _set_tma_blocks) for v in _unique(_TMA_TABLE)],
-    key=[*_TUNE_KEY, "B_T"], prune_configs_by={"early_config_prune": _pruner(_TMA_TABLE, _TMA_FIELDS)},
+    key=[*_TUNE_KEY, "B_T", "SWAP_AB"], prune_configs_by={"early_config_prune": _pruner(_TMA_TABLE, _TMA_FIELDS)},
     do_bench=_autotune_bench)(_matmul_tma_kernel)
 _ptr_tuned = triton.autotune(  # B's strides are runtime arguments here: one key for all layouts
     configs=[_make_config(_PTR_FIELDS, v) for v in _unique(_PTR_TABLE)],
@@ -492,9 +520,10 @@ def _k_major(b: torch.Tensor) -> bool:
 
 # TF32 with a row-major B: the B^T copy moves 8*K*N bytes, about 400/M of the multiply's time at
 # ~300 TFLOP/s and 3 TB/s, against the ~25% the K-major pipeline saves (H100: 4096^3 611 -> 503 us
-# with the copy; 64x16384x16384 360 us -> 2.66 ms). Below this M the pointer kernel takes it: the
-# TMA kernel reading a row-major TF32 B copies every B tile shared -> registers -> shared
-# (64x16384x16384: 869 us).
+# with the copy; 64x16384x16384 360 us -> 2.66 ms). Below this M the TMA kernel computes
+# C^T = B^T A^T with B^T as the register operand (SWAP_AB): the plain form reading a row-major TF32
+# B copies every B tile shared -> registers -> shared (64x16384x16384: 869 us; the pointer kernel
+# 731 us; the swapped form 360 us).
 TF32_TRANSPOSE_MIN_M = 2048
 
 
@@ -521,8 +550,8 @@ def uses_tma(a: torch.Tensor, b: torch.Tensor, *, tf32: bool) -> bool:
         return False
     if _k_major(b):
         return _tma_layout_ok(a, b.t())
-    if tf32:  # row-major B: TMA only through a B^T copy (its rows, K elements, 16-byte aligned)
-        return _copies_b_t(b, a.shape[0], tf32) and _tma_layout_ok(a) and (b.shape[0] * b.element_size()) % 16 == 0
+    if _copies_b_t(b, a.shape[0], tf32):  # B^T is a fresh contiguous copy: its rows (K elements) 16-byte aligned
+        return _tma_layout_ok(a) and (b.shape[0] * b.element_size()) % 16 == 0
     return _tma_layout_ok(a, b)
 
 
@@ -542,6 +571,7 @@ def _launch(a, b, c, precision, config=None):
     dkey = _DTYPE_KEY[a.dtype]
     if uses_tma(a, b, tf32=precision == "tf32"):
         b_tensor, b_t = b_operand(b, precision == "tf32", m)
+        swap_ab = precision == "tf32" and not b_t  # see TF32_TRANSPOSE_MIN_M
         # Placeholder block shapes: _set_tma_blocks gives each config its own.
         a_desc = TensorDescriptor.from_tensor(a, [16, 16])
         b_desc = TensorDescriptor.from_tensor(b_tensor, [16, 16])
@@ -557,9 +587,10 @@ def _launch(a, b, c, precision, config=None):
 
         args = (a_desc, b_desc, c_desc, c, c.stride(0), m, n, k, sms)
         if config is None:
-            _tma_tuned[grid](*args, PRECISION=precision, DTYPE=dkey, B_T=b_t)
+            _tma_tuned[grid](*args, PRECISION=precision, DTYPE=dkey, B_T=b_t, SWAP_AB=swap_ab)
         else:
-            kw = dict({f: v for f, v in config.items() if f not in ("num_stages", "num_warps")}, B_T=b_t)
+            kw = dict({f: v for f, v in config.items() if f not in ("num_stages", "num_warps")}, B_T=b_t,
+                      SWAP_AB=swap_ab)
             _set_tma_blocks(dict(kw, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))
             _matmul_tma_kernel[grid(kw)](*args, PRECISION=precision, DTYPE=dkey,
                                          num_stages=config.get("num_stages", 3),

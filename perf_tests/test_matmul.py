@@ -5,8 +5,8 @@ multiplies allowed: only for torch, compiled and triton; the other impls skip it
 Shapes: 512..8192 square; 4097x4095x1023 (odd sizes: every edge is a partial tile, and the
 unaligned strides send Triton to its pointer kernel); 16384x16384x64 (C-write bound) and
 64x16384x16384 (one tile-row, B-read bound); two small shapes that the CPU interpreter can run
-(96x80x64 takes Triton's TMA path with partial tiles, except TF32, whose row-major B takes the
-TMA path only for M >= 2048; 67x45x33 its pointer path).
+(96x80x64 takes Triton's TMA path with partial tiles, TF32 in its swapped C^T = B^T A^T form; 67x45x33
+its pointer path).
 
 Kept out to hold the GPU suite to its time budget (each is the same call as a case that runs):
 - compiled: only 512, 4096 and 8192 (and the small shapes). It is the same cuBLAS call as
@@ -106,14 +106,18 @@ SMALL_M_SHAPE = (40, 272, 96)  # M <= 64: the 64-row configs' home
 
 def _config_cases():
     for (width, precision), table in matmul._TMA_TABLE.items():
-        prec = {("16", "ieee"): "bfloat16", ("fp32", "tf32"): "tf32", ("fp32", "ieee"): "float32"}[(width, precision)]
+        prec = {("16", "ieee"): "bfloat16", ("fp32", "tf32"): "tf32", ("fp32", "tf32-swap"): "tf32",
+                ("fp32", "ieee"): "float32"}[(width, precision)]
         for values in table:
             cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
             shape = SMALL_M_SHAPE if cfg["BLOCK_M"] == 64 else TMA_SHAPE
             name = "tma-{}x{}x{}-s{}-w{}-split{}".format(*values[:6]) + ("-ws" if cfg["WARP_SPECIALIZE"] else "")
-            if prec != "tf32":  # TF32 takes the TMA kernel with a K-major B only (a view, or a large M's copy)
-                yield pytest.param(prec, shape, cfg, False, id=f"{prec}-{name}")
-            yield pytest.param(prec, shape, cfg, True, id=f"{prec}-{name}-kmajor")
+            # TF32 at these small M: a row-major B takes the swapped form (its own table), a K-major
+            # B the B_T one.
+            if precision != "tf32":
+                yield pytest.param(prec, shape, cfg, False, id=f"{prec}-{name}" + ("-swap" if precision == "tf32-swap" else ""))
+            if precision != "tf32-swap":
+                yield pytest.param(prec, shape, cfg, True, id=f"{prec}-{name}-kmajor")
     for values in matmul.EXPERIMENTAL_WS_CONFIGS:
         cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
         name = "tma-{}x{}x{}-s{}-w{}-split{}-ws".format(*values[:6])
@@ -178,15 +182,13 @@ def test_triton_strided_operands(precision, device, gpu_assert_close):
 
 def test_tf32_reads_b_k_major_when_m_amortizes_the_copy():
     """TF32 with a row-major B goes through a transposed copy (wgmma reads TF32 K-major only) when
-    M is large enough to pay for it; a smaller M takes the pointer kernel; 16-bit and fp32 never copy."""
+    M is large enough to pay for it; a smaller M reads B as it is (the swapped form); 16-bit and
+    fp32 never copy."""
     b = torch.zeros(64, 96)
     b_tensor, b_t = matmul.b_operand(b, tf32=True, m=matmul.TF32_TRANSPOSE_MIN_M)
     assert b_t and b_tensor.shape == (96, 64) and b_tensor.is_contiguous()
     assert matmul.b_operand(b, tf32=True, m=64) == (b, False)
     assert matmul.b_operand(b, tf32=False, m=4096) == (b, False)
-    if matmul._tma_capable(b.device):
-        small_a, large_a = torch.zeros(64, 64), torch.zeros(matmul.TF32_TRANSPOSE_MIN_M, 64)
-        assert not matmul.uses_tma(small_a, b, tf32=True) and matmul.uses_tma(large_a, b, tf32=True)
 
 
 # ---- what runs on the device --------------------------------------------------------------------
