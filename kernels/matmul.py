@@ -24,7 +24,7 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   K masks. Both accumulate in fp32; autotuned over a short pruned list keyed on (M, N, K, dtype,
   precision, B layout). Under ``TRITON_INTERPRET=1`` (CPU) the same kernels run untuned with one
   small config (the interpreter supports host-side tensor descriptors, so both paths, B^T
-  descriptors and the warp-specialized form are exercised there too).
+  descriptors, the swapped TF32 form and the warp-specialized form are exercised there too).
   Measured by the suite (baselines/*.yaml, TFLOP/s, cuBLAS in brackets): H100 bf16 4096 674
   (730), bf16 8192 702 (693), fp16 4096 663 (693), fp32 8192 43 (51); H200 (configs autotuned in
   CUDA graphs) bf16 4096 716 (726), fp16 8192 662 (654). TF32 reached 225 (359) with the earlier
@@ -268,13 +268,13 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
     wgmma reads TF32 operands from shared memory only K-major, and with a row-major (N-major) B
     Triton copies each B tile shared -> registers -> shared and waits on every wgmma (PTX of the
     128x128x32 config: 80 st.shared in the loop and epilogue against 64, one wgmma in flight). A
-    register-operand form (SWAP_AB) kept the wgmma chain asynchronous but reached only 62% of
-    cuBLAS TF32 on an H100 at 4096; with K-major B the loop is the 16-bit one: TMA loads, four
-    wgmmas on shared-memory descriptors, one group in flight.
+    register-operand form (SWAP_AB) avoids those copies but reached only 62% of cuBLAS TF32 on an
+    H100 at 4096 (ptxas serializes its wgmmas: warning C7515); with K-major B the loop is the
+    16-bit one: TMA loads, four wgmmas on shared-memory descriptors, one group in flight.
     SWAP_AB (TF32 with a row-major B and an M too small to pay for a B^T copy; persistent form
     only): computes C^T = B^T A^T, B^T the register operand (loaded once from shared memory,
-    rounded to TF32 on the way) and A^T a K-major shared operand; the accumulator is transposed
-    once per tile. 64x16384x16384 took 0.36 ms in this form on the first three H100 leases, and
+    rounded to TF32 on the way, except under the interpreter) and A^T a K-major shared operand;
+    the accumulator is transposed once per tile. 64x16384x16384 took 0.36 ms in this form on the first three H100 leases, and
     0.73 ms in the pointer kernel that stood in for it on the next two.
     EMULATED: running under TRITON_INTERPRET=1 (see _interpret_matmul).
     """
@@ -365,7 +365,8 @@ def _matmul_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 # TMA kernel: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, EPILOGUE_SPLIT, WARP_SPECIALIZE),
 # per (operand dtype, precision). Every entry compiles for sm_90a with Triton 3.6 without spills
 # and within shared memory (checked offline with triton.compile for GPUTarget("cuda", 90, 32) and
-# ptxas -v; the TF32 entries with B_T: 92-159 registers, 131-229 KB). Rationale:
+# ptxas -v; the TF32 entries with B_T: 92-159 registers, 131-229 KB; with SWAP_AB: 115-172
+# registers, 144-192 KiB). Rationale:
 # - 16-bit: 128x256x64, 8 warps = two consumer warpgroups of m64n256k16 wgmma, 128 fp32
 #   accumulator registers/thread, 48 KiB per stage: 3-4 stages + a half-tile epilogue buffer;
 #   128x128 for shapes with few tiles.
@@ -589,6 +590,10 @@ def _launch(a, b, c, precision, config=None):
         if config is None:
             _tma_tuned[grid](*args, PRECISION=precision, DTYPE=dkey, B_T=b_t, SWAP_AB=swap_ab)
         else:
+            if swap_ab and config.get("WARP_SPECIALIZE"):
+                raise ValueError("a warp-specialized config cannot run TF32 with a row-major B at M < "
+                                 f"TF32_TRANSPOSE_MIN_M ({TF32_TRANSPOSE_MIN_M}; the swapped form has no such "
+                                 "variant): pass B K-major (b.t().contiguous().t())")
             kw = dict({f: v for f, v in config.items() if f not in ("num_stages", "num_warps")}, B_T=b_t,
                       SWAP_AB=swap_ab)
             _set_tma_blocks(dict(kw, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))
@@ -623,9 +628,10 @@ def _interpret_matmul(a: torch.Tensor, b: torch.Tensor, precision: str, config: 
 
     The interpreter multiplies bf16 blocks as integers and fp16 blocks in fp16, and truncates
     fp32 -> bf16 casts, so here (EMULATED) the operands go to fp32 before tl.dot, C is kept in
-    fp32 and rounded to the output dtype by torch; TF32 is computed in full fp32. Tiling, masking,
-    TMA coordinates, the persistent tile walk, the B^T descriptors and the warp-specialized form,
-    which is what a CPU run can check, are the GPU kernels' own.
+    fp32 and rounded to the output dtype by torch; TF32 is computed in full fp32 (the swapped
+    form skips its rounding to TF32). Tiling, masking, TMA coordinates, the persistent tile walk,
+    the B^T descriptors, the swapped form and the warp-specialized form, which is what a CPU run
+    can check, are the GPU kernels' own.
     """
     c = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device=a.device)
     cfg = dict(config or INTERPRET_CONFIG, EMULATED=True)

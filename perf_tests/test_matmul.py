@@ -143,6 +143,8 @@ def test_triton_config(precision, shape, config, k_major, device, gpu_assert_clo
     if tma_config and not matmul.uses_tma(a, b, tf32=tf32):
         pytest.skip("no TMA path here (pre-Hopper GPU, or MATMUL_TRITON_TMA=0)")
     assert matmul.uses_tma(a, b, tf32=tf32) == tma_config, "shape does not reach the config's kernel"
+    if tma_config and tf32:  # a row-major B at this M is the swapped form's, a K-major one the B^T form's
+        assert matmul.b_operand(b, True, shape[0])[1] == k_major
     out = matmul.triton_matmul(a, b, tf32=tf32, config=config)
     rtol, atol = matmul.tolerance(precision, shape[2])
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
@@ -189,6 +191,9 @@ def test_tf32_reads_b_k_major_when_m_amortizes_the_copy():
     assert b_t and b_tensor.shape == (96, 64) and b_tensor.is_contiguous()
     assert matmul.b_operand(b, tf32=True, m=64) == (b, False)
     assert matmul.b_operand(b, tf32=False, m=4096) == (b, False)
+    if matmul._tma_capable(b.device):  # both take the TMA kernel: the swapped form, and the B^T copy
+        assert matmul.uses_tma(torch.zeros(64, 64), b, tf32=True)
+        assert matmul.uses_tma(torch.zeros(matmul.TF32_TRANSPOSE_MIN_M, 64), b, tf32=True)
 
 
 # ---- what runs on the device --------------------------------------------------------------------
