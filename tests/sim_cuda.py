@@ -39,6 +39,8 @@ class SimDevice:
         self.side_free_at = 0.0  # the same for a second stream, which events on the first don't see
         self.capturing: list[float] | None = None
         self.record_host_ms = 0.0  # host cost of recording an event
+        # SM clock as a fraction of boost until `idle_cycles` spin cycles have run (a GPU waking up)
+        self.idle_clock, self.idle_cycles = 1.0, 0.0
         self.torch = self._module()
 
     # -- the device ----------------------------------------------------------------------------
@@ -49,6 +51,12 @@ class SimDevice:
             self.capturing.append(ms)
             return
         self.free_at = max(self.free_at, _now_ms()) + ms
+
+    def spin(self, cycles: float) -> None:
+        """torch.cuda._sleep: `cycles` SM cycles, slower while the clock is still idle."""
+        idle = min(cycles, self.idle_cycles)
+        self.idle_cycles -= idle
+        self.launch((idle / self.idle_clock + cycles - idle) / self.SPIN_CYCLES_PER_MS)
 
     def launch_on_side_stream(self, ms: float) -> None:
         """Queue work on another stream that first waits for the measured stream's queue (torch's
@@ -120,7 +128,7 @@ class SimDevice:
             Event=Event, CUDAGraph=CUDAGraph, graph=graph, Stream=Stream,
             current_stream=lambda: Stream(), stream=lambda s: contextlib.nullcontext(),
             synchronize=self.synchronize, current_device=lambda: 0,
-            _sleep=lambda cycles: self.launch(cycles / self.SPIN_CYCLES_PER_MS),
+            _sleep=self.spin,
             get_device_properties=lambda i: SimpleNamespace(L2_cache_size=self.l2_bytes),
             memory_allocated=lambda: 0, max_memory_allocated=lambda: 0, reset_peak_memory_stats=lambda: None,
         )

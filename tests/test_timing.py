@@ -95,6 +95,15 @@ def test_sim_events_samples_keep_the_device_busy_when_the_event_pair_is_slow_to_
     assert m.median_ms == pytest.approx(0.05, rel=0.05)
 
 
+def test_sim_spins_are_sized_at_the_boost_clock_when_the_gpu_wakes_up_idle(sim) -> None:
+    """Read once at an idle clock (a sixth of boost here), the spin rate made every later spin a
+    sixth as long as meant, and calibration batches outran their spins."""
+    from pytest_gpuperf import timing
+
+    sim.idle_clock, sim.idle_cycles = 1 / 6, 5e6
+    assert timing._spin_rate(sim.torch, 0) == pytest.approx(sim.SPIN_CYCLES_PER_MS, rel=0.05)
+
+
 def test_sim_the_same_call_on_a_warm_cache_is_launch_bound(sim) -> None:
     m = _run(sim, sim.kernel(0.25, host_ms=0.15), cache="warm")
     assert m.method == "graph" and m.calls_per_sample >= 10
