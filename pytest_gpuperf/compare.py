@@ -87,7 +87,7 @@ def parse_threshold(text) -> float:
     if value < 0:
         raise ValueError(f"threshold {shown} is negative; a threshold is a slowdown like '5%' or '0.05'")
     if value >= 1.0:
-        hint = f" (did you mean '{text}%'?)" if not str(text).strip().endswith("%") else ""
+        hint = f" (did you mean '{text}%'?)" if not str(text).strip().endswith("%") and value < 100 else ""
         raise ValueError(f"threshold {shown} is 100% or more{hint}; write it like '5%' or '0.05'")
     return value
 

@@ -9,6 +9,7 @@ is how results from pytest-xdist workers reach one summary, one JSON file and on
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sys
 import time
@@ -119,6 +120,11 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
+        _refuse_rootdir_moved_by_a_path_option(config)
+        for option in ("gpuperf_json", "gpuperf_markdown"):  # files, written at the end: say so now
+            value = config.getoption(option)
+            if value is not None and Path(value).is_dir():
+                raise pytest.UsageError(f"--{option.replace('_', '-')}: {value} is a directory; give a file path")
         root = config.rootpath
         base_text, _ = _setting(config, "gpuperf_baseline_dir", "gpuperf_baseline_dir")
         device = config.getoption("gpuperf_device")
@@ -145,6 +151,30 @@ class Settings:
             trace_dir=path("gpuperf_trace_dir"),
             device_index=None if device is None else int(device),
         )
+
+
+_PATH_OPTIONS = ("--gpuperf-baseline-dir", "--gpuperf-json", "--gpuperf-markdown", "--gpuperf-plot",
+                 "--gpuperf-trace-dir")
+
+
+def _refuse_rootdir_moved_by_a_path_option(config: pytest.Config) -> None:
+    """pytest picks rootdir before it knows a plugin's options, and takes every existing path among
+    the arguments for a test path, the value of `--gpuperf-json PATH` included: one outside the
+    directory pytest runs in moves rootdir up (even past a pytest.ini), and the default baselines/
+    with it, so the gate finds no baseline and passes everything as new. `--opt=PATH` is not read
+    that way."""
+    args = [str(a) for a in config.invocation_params.args]
+    if any(a == "--rootdir" or a.startswith("--rootdir=") for a in args):
+        return
+    here = config.invocation_params.dir.resolve()
+    for option, value in zip(args, args[1:]):
+        if option in _PATH_OPTIONS:
+            target = (here / value).resolve()
+            if target.exists() and not target.is_relative_to(here):
+                raise pytest.UsageError(
+                    f"{option} {value}: pytest reads an existing path given after a space as a test path "
+                    f"when it picks rootdir (it picked {config.rootpath}), which moves the default baselines/ "
+                    f"directory; write {option}={value}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -347,9 +377,28 @@ def _float_dtype(args: Any) -> str | None:
     return None
 
 
+def _is_count(value: Any) -> bool:
+    """A finite number >= 0 (numpy and 0-d tensor numbers too, not bools): a cost model's bytes or flops."""
+    if isinstance(value, bool):
+        return False
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(number) and number >= 0
+
+
+_MARKER_KEYS = ("threshold", "group")
+
+
 def _marker_threshold(item: pytest.Item, default: float) -> float:
-    """The test's @pytest.mark.gpuperf(threshold=...) or the session's threshold."""
+    """The test's @pytest.mark.gpuperf(threshold=...) or the session's threshold; anything else in the
+    marker (a misspelt keyword, a positional value) is a usage error rather than a silent default."""
     marker = item.get_closest_marker("gpuperf")
+    if marker and (marker.args or set(marker.kwargs) - set(_MARKER_KEYS)):
+        given = [repr(a) for a in marker.args] + [f"{k}=" for k in marker.kwargs if k not in _MARKER_KEYS]
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.gpuperf takes only threshold= and group=, "
+                                f"got {', '.join(given)}")
     value = marker.kwargs.get("threshold") if marker else None
     if value is None:
         return default
@@ -372,6 +421,9 @@ class GpuBenchmark:
     def __call__(self, fn: Callable[..., Any], *args: Any, bytes: int | None = None, flops: int | None = None,
                  **kwargs: Any) -> Any:
         __tracebackhide__ = True
+        for label, value in (("bytes", bytes), ("flops", flops)):
+            if value is not None and not _is_count(value):
+                raise ValueError(f"gpu_benchmark in {self._item.nodeid}: {label}={value!r} must be a number >= 0")
         if self._called:
             raise RuntimeError(f"gpu_benchmark was already called in {self._item.nodeid}; "
                                "call it once per test (parametrize for more cases)")
@@ -518,7 +570,15 @@ def gpu_assert_close():
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpuperf(threshold=None, group=None): per-test regression threshold "
                                        "(e.g. '10%') and report group")
-    perf = GpuPerf(config, Settings.from_config(config))
+    settings = Settings.from_config(config)
+    if not settings.enabled:
+        given = [f"--{opt.replace('_', '-')}" for opt in ("gpuperf_save", "gpuperf_json", "gpuperf_markdown",
+                                                            "gpuperf_plot") if config.getoption(opt)]
+        if given:
+            config.issue_config_time_warning(pytest.PytestConfigWarning(
+                f"{', '.join(given)} without --gpuperf: nothing is measured, so nothing is saved or written"),
+                stacklevel=2)
+    perf = GpuPerf(config, settings)
     config.stash[_STATE] = perf
     config.pluginmanager.register(perf, "gpuperf-session")
 

@@ -237,6 +237,8 @@ def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | N
 
 
 def _stop(samples: list[float], batch_medians: list[float], config: TimingConfig, started: float) -> bool:
+    if not samples:  # however small the budget, a measurement has at least one batch
+        return False
     if len(samples) >= config.max_samples or time.perf_counter() - started >= config.budget_s:
         return True
     if len(samples) < config.min_samples or len(batch_medians) < config.min_batches:

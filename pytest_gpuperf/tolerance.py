@@ -51,6 +51,9 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None, atol:
     """
     import torch
 
+    for label, value in (("rtol", rtol), ("atol", atol)):
+        if value is not None and not (isinstance(value, (int, float)) and value >= 0):
+            raise ValueError(f"gpu_assert_close: {label}={value!r} must be a number >= 0")
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
         if len(actual) != len(expected):
             raise AssertionError(f"gpu_assert_close: {name} has {len(actual)} items, expected {len(expected)}")

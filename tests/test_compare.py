@@ -38,6 +38,12 @@ def test_parse_threshold_rejects(text, words):
     assert words in str(err.value) and "5%" in str(err.value)
 
 
+def test_parse_threshold_suggests_a_percent_only_when_that_would_be_accepted():
+    with pytest.raises(ValueError) as err:
+        parse_threshold("500")
+    assert "100% or more" in str(err.value) and "did you mean" not in str(err.value)
+
+
 def test_constants_live_at_the_top():
     assert compare.Z == 1.96 and compare.NOISE_FLOOR == 0.01 and compare.DEFAULT_THRESHOLD == 0.05
     assert compare.VERDICTS == ("faster", "same", "slower", "unsure", "new", "missing")

@@ -97,6 +97,53 @@ def test_bad_option_values_are_usage_errors_naming_the_option(suite, args, messa
     result.stderr.fnmatch_lines([message])
 
 
+def test_a_path_option_value_outside_the_run_directory_is_refused_in_the_space_form(suite) -> None:
+    """pytest would take the existing file for a test path and move rootdir (and baselines/) above it."""
+    outside = suite.path.parent / "results.json"
+    outside.write_text("{}")
+    result = suite.runpytest("--gpuperf", "--gpuperf-json", str(outside), *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--gpuperf-json {outside}: pytest reads an existing path*write --gpuperf-json={outside}*"])
+    assert suite.runpytest("--gpuperf", f"--gpuperf-json={outside}", *FAST).ret == pytest.ExitCode.OK
+
+
+def test_an_output_file_option_naming_a_directory_is_a_usage_error(suite) -> None:
+    result = suite.runpytest("--gpuperf", f"--gpuperf-markdown={suite.path}", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpuperf-markdown: * is a directory; give a file path*"])
+
+
+def test_output_options_without_gpuperf_warn_that_nothing_is_written(suite) -> None:
+    result = suite.runpytest("--gpuperf-save", "--gpuperf-json=out.json", "-W", "always")
+    assert result.ret == pytest.ExitCode.OK and not (suite.path / "out.json").exists()
+    result.stdout.fnmatch_lines(["*--gpuperf-save, --gpuperf-json without --gpuperf: nothing is measured*"])
+
+
+@pytest.mark.parametrize("marker", ['thresold="10%"', '"10%"'])
+def test_a_marker_with_an_unknown_argument_names_the_test(pytester: pytest.Pytester, marker: str) -> None:
+    pytester.makepyfile(f"""
+        import pytest
+        @pytest.mark.gpuperf({marker})
+        def test_marked(gpu_benchmark):
+            gpu_benchmark(abs, -1)
+    """)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_marked: @pytest.mark.gpuperf takes only threshold= and group=*"])
+
+
+@pytest.mark.parametrize("cost", ["bytes=-1", "bytes='lots'", "flops=float('nan')"])
+def test_a_bad_cost_number_fails_the_test_before_measuring(pytester: pytest.Pytester, cost: str) -> None:
+    pytester.makepyfile(f"""
+        def test_cost(gpu_benchmark):
+            gpu_benchmark(abs, -1, {cost})
+    """)
+    for args in ([], ["--gpuperf", *FAST]):  # caught in correctness runs too
+        result = pytester.runpytest(*args)
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["*gpu_benchmark in test_*::test_cost: * must be a number >= 0*"])
+
+
 def test_bad_ini_value_names_the_ini_key(suite: pytest.Pytester) -> None:
     suite.makeini("[pytest]\ngpuperf_threshold = lots\n")
     result = suite.runpytest("--gpuperf")

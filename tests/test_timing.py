@@ -41,6 +41,11 @@ def test_cpu_functions_are_timed_with_the_host_clock_until_the_budget() -> None:
     assert m.wall_s >= m.measured_s > 0
 
 
+def test_a_budget_too_small_for_one_batch_still_measures_one() -> None:
+    m = measure(lambda: sum(range(100)), TimingConfig(budget_s=1e-9, warmup_s=0.0))
+    assert m.stats.samples >= 1 and m.median_ms > 0
+
+
 def test_precision_target_stops_early_on_a_steady_function() -> None:
     m = measure(lambda: sum(range(2000)), TimingConfig(budget_s=5.0, precision=0.5, batch_s=0.01))
     assert m.wall_s < 2.0  # the 50% target is met long before the 5 s budget

@@ -29,6 +29,13 @@ def test_the_failure_names_the_worst_element_its_index_values_and_allowed_error(
     assert "worst at index (2, 3): actual 1.5, expected 1, |diff| 0.5 > allowed 1.13e-05" in text
 
 
+@pytest.mark.parametrize("kwargs", [{"rtol": -1}, {"atol": -0.5}, {"rtol": "tight"}])
+def test_negative_or_non_numeric_tolerances_are_refused(kwargs) -> None:
+    x = torch.zeros(3)
+    with pytest.raises(ValueError, match="must be a number >= 0"):
+        assert_close(x, x, **kwargs)
+
+
 def test_explicit_tolerances_and_named_precisions() -> None:
     ref = torch.ones(8, dtype=torch.float64)
     out = (ref * 1.001).float()
