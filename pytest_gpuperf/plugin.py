@@ -162,11 +162,13 @@ def _refuse_rootdir_moved_by_a_path_option(config: pytest.Config) -> None:
     the arguments for a test path, the value of `--gpuperf-json PATH` included: one outside the
     directory pytest runs in moves rootdir up (even past a pytest.ini), and the default baselines/
     with it, so the gate finds no baseline and passes everything as new. `--opt=PATH` is not read
-    that way."""
+    that way. Only refused when no ini file anchored rootdir, which is when the path can move it."""
     args = [str(a) for a in config.invocation_params.args]
     if any(a == "--rootdir" or a.startswith("--rootdir=") for a in args):
         return
     here = config.invocation_params.dir.resolve()
+    if config.inipath is not None and here.is_relative_to(config.rootpath.resolve()):
+        return  # an ini file anchored rootdir at or above the run directory: the path did not move it
     for option, value in zip(args, args[1:]):
         if option in _PATH_OPTIONS:
             target = (here / value).resolve()
