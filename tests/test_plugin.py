@@ -105,6 +105,9 @@ def test_a_path_option_value_outside_the_run_directory_is_refused_in_the_space_f
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--gpuperf-json {outside}: pytest reads an existing path*write --gpuperf-json={outside}*"])
     assert suite.runpytest("--gpuperf", f"--gpuperf-json={outside}", *FAST).ret == pytest.ExitCode.OK
+    # An ini file beside the test paths given anchors rootdir there: the path did not move it.
+    suite.makeini("[pytest]\n")
+    assert suite.runpytest("--gpuperf", "--gpuperf-json", str(outside), "test_scaled.py", *FAST).ret == pytest.ExitCode.OK
 
 
 def test_an_output_file_option_naming_a_directory_is_a_usage_error(suite) -> None:
