@@ -580,6 +580,11 @@ def pytest_configure(config: pytest.Config) -> None:
             config.issue_config_time_warning(pytest.PytestConfigWarning(
                 f"{', '.join(given)} without --gpuperf: nothing is measured, so nothing is saved or written"),
                 stacklevel=2)
+    workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n, on the controller
+    if settings.enabled and workers and not hasattr(config, "workerinput") and not has_cuda():
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            f"--gpuperf on the CPU with -n {workers}: the workers time on shared cores, so each one's "
+            "medians include the others' load and can fail the gate"), stacklevel=2)
     perf = GpuPerf(config, settings)
     config.stash[_STATE] = perf
     config.pluginmanager.register(perf, "gpuperf-session")

@@ -6,6 +6,8 @@ import json
 import pytest
 import yaml
 
+from pytest_gpuperf.device import has_cuda
+
 pytest_plugins = ["pytester"]
 
 # A function whose cost an environment variable scales: the gate's tests slow it down for real.
@@ -114,6 +116,13 @@ def test_an_output_file_option_naming_a_directory_is_a_usage_error(suite) -> Non
     result = suite.runpytest("--gpuperf", f"--gpuperf-markdown={suite.path}", *FAST)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gpuperf-markdown: * is a directory; give a file path*"])
+
+
+@pytest.mark.skipif(has_cuda(), reason="the warning is for CPU timing")
+def test_cpu_timing_under_xdist_warns_that_workers_share_cores(suite) -> None:
+    result = suite.runpytest("--gpuperf", "-n", "2", "-W", "always", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*--gpuperf on the CPU with -n 2: the workers time on shared cores*"])
 
 
 def test_output_options_without_gpuperf_warn_that_nothing_is_written(suite) -> None:
