@@ -7,6 +7,7 @@ A value passes when |actual - expected| <= atol + rtol * |expected| (expected in
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -37,6 +38,18 @@ def _index(flat: int, shape) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+def is_nonnegative_number(value: Any) -> bool:
+    """A finite number >= 0, numpy and 0-d tensor scalars included; not a bool or a string (a
+    tolerance, or a cost model's bytes or flops)."""
+    if isinstance(value, (bool, str, bytes)):
+        return False
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return math.isfinite(number) and number >= 0
+
+
 def _fmt(index: tuple[int, ...]) -> str:
     return "(" + ", ".join(map(str, index)) + ")"
 
@@ -52,7 +65,7 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None, atol:
     import torch
 
     for label, value in (("rtol", rtol), ("atol", atol)):
-        if value is not None and not (isinstance(value, (int, float)) and value >= 0):
+        if value is not None and not is_nonnegative_number(value):
             raise ValueError(f"gpu_assert_close: {label}={value!r} must be a number >= 0")
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
         if len(actual) != len(expected):

@@ -105,7 +105,8 @@ def test_a_path_option_value_outside_the_run_directory_is_refused_in_the_space_f
     outside.write_text("{}")
     result = suite.runpytest("--gpuperf", "--gpuperf-json", str(outside), *FAST)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--gpuperf-json {outside}: pytest reads an existing path*write --gpuperf-json={outside}*"])
+    result.stderr.fnmatch_lines([f"*rootdir moved by --gpuperf-json {outside}: pytest reads an existing path*"
+                                 "instead of*write the option as --option=PATH*"])
     assert suite.runpytest("--gpuperf", f"--gpuperf-json={outside}", *FAST).ret == pytest.ExitCode.OK
     # An ini file beside the test paths given anchors rootdir there: the path did not move it.
     suite.makeini("[pytest]\n")
@@ -123,12 +124,15 @@ def test_cpu_timing_under_xdist_warns_that_workers_share_cores(suite) -> None:
     result = suite.runpytest("--gpuperf", "-n", "2", "-W", "always", *FAST)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*--gpuperf on the CPU with -n 2: the workers time on shared cores*"])
+    assert "shared cores" not in suite.runpytest("--gpuperf", "-n", "1", "-W", "always", *FAST).stdout.str()
 
 
 def test_output_options_without_gpuperf_warn_that_nothing_is_written(suite) -> None:
     result = suite.runpytest("--gpuperf-save", "--gpuperf-json=out.json", "-W", "always")
     assert result.ret == pytest.ExitCode.OK and not (suite.path / "out.json").exists()
     result.stdout.fnmatch_lines(["*--gpuperf-save, --gpuperf-json without --gpuperf: nothing is measured*"])
+    result = suite.runpytest("--gpuperf-json=out.json", "-n", "2", "-W", "always")  # once, not per worker
+    assert result.stdout.str().count("without --gpuperf: nothing is measured") == 1
 
 
 @pytest.mark.parametrize("marker", ['thresold="10%"', '"10%"'])
@@ -138,13 +142,20 @@ def test_a_marker_with_an_unknown_argument_names_the_test(pytester: pytest.Pytes
         @pytest.mark.gpuperf({marker})
         def test_marked(gpu_benchmark):
             gpu_benchmark(abs, -1)
+        def test_plain():
+            pass
     """)
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*test_marked: @pytest.mark.gpuperf takes only threshold= and group=*"])
+    assert pytester.runpytest("-k", "plain").ret == pytest.ExitCode.OK  # deselected: not judged
+    # An xdist worker cannot stop the session with a usage error: the test errors with the message.
+    result = pytester.runpytest("-n", "2")
+    result.assert_outcomes(errors=1, passed=1)
+    result.stdout.fnmatch_lines(["*test_marked: @pytest.mark.gpuperf takes only threshold= and group=*"])
 
 
-@pytest.mark.parametrize("cost", ["bytes=-1", "bytes='lots'", "flops=float('nan')"])
+@pytest.mark.parametrize("cost", ["bytes=-1", "bytes='lots'", "bytes='1e3'", "flops=float('nan')", "flops=10**400"])
 def test_a_bad_cost_number_fails_the_test_before_measuring(pytester: pytest.Pytester, cost: str) -> None:
     pytester.makepyfile(f"""
         def test_cost(gpu_benchmark):

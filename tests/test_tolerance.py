@@ -29,11 +29,19 @@ def test_the_failure_names_the_worst_element_its_index_values_and_allowed_error(
     assert "worst at index (2, 3): actual 1.5, expected 1, |diff| 0.5 > allowed 1.13e-05" in text
 
 
-@pytest.mark.parametrize("kwargs", [{"rtol": -1}, {"atol": -0.5}, {"rtol": "tight"}])
+@pytest.mark.parametrize("kwargs", [{"rtol": -1}, {"atol": -0.5}, {"rtol": "tight"}, {"rtol": "1e-3"}])
 def test_negative_or_non_numeric_tolerances_are_refused(kwargs) -> None:
     x = torch.zeros(3)
     with pytest.raises(ValueError, match="must be a number >= 0"):
         assert_close(x, x, **kwargs)
+
+
+def test_numpy_and_tensor_scalar_tolerances_are_numbers() -> None:
+    import numpy as np
+
+    x = torch.zeros(3)
+    assert_close(x, x, rtol=np.float32(1e-3), atol=np.int64(0))
+    assert_close(x, x, rtol=torch.tensor(1e-3), atol=0)
 
 
 def test_explicit_tolerances_and_named_precisions() -> None:
