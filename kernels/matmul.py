@@ -18,9 +18,8 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   frees shared memory for deeper pipelining). A K-major B is read as it is through a descriptor
   of B^T; TF32 reads a row-major B that way too, through a transposed copy, when M is large
   enough to amortize the copy (TF32_TRANSPOSE_MIN_M), because wgmma reads TF32 from shared memory
-  only K-major; a smaller M computes C^T = B^T A^T instead (see _matmul_tma_kernel).
-  Elsewhere (unaligned
-  strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a plain pointer kernel with grouped order and
+  only K-major; a smaller M computes C^T = B^T A^T instead (see _matmul_tma_kernel). Elsewhere
+  (unaligned strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a plain pointer kernel with grouped order and
   K masks. Both accumulate in fp32; autotuned over a short pruned list keyed on (M, N, K, dtype,
   precision, B layout). Under ``TRITON_INTERPRET=1`` (CPU) the same kernels run untuned with one
   small config (the interpreter supports host-side tensor descriptors, so both paths, B^T
@@ -29,9 +28,8 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   (730), bf16 8192 702 (693), fp16 4096 663 (693), fp32 8192 43 (51); H200 (configs autotuned in
   CUDA graphs) bf16 4096 716 (726), fp16 8192 662 (654). TF32 reached 225 (359) with the earlier
   register-operand form; with the K-major copy (H100, fourth lease) 4096 273 (365), 8192 310
-  (353). A first device run hung inside
-  autotuning with the warp-specialized configs in the list; they are out of it since
-  (EXPERIMENTAL_WS_CONFIGS).
+  (353). A first device run hung inside autotuning with the warp-specialized configs in the list;
+  they are out of it since (EXPERIMENTAL_WS_CONFIGS).
 - ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT fp32 SGEMM (128x128x8 block tile,
   8x8 outputs per thread, A stored transposed in shared memory, 16-byte loads, double buffering).
   fp32 only.
@@ -274,8 +272,8 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
     SWAP_AB (TF32 with a row-major B and an M too small to pay for a B^T copy; persistent form
     only): computes C^T = B^T A^T, B^T the register operand (loaded once from shared memory,
     rounded to TF32 on the way, except under the interpreter) and A^T a K-major shared operand;
-    the accumulator is transposed once per tile. 64x16384x16384 took 0.36 ms in this form on the first three H100 leases, and
-    0.73 ms in the pointer kernel that stood in for it on the next two.
+    the accumulator is transposed once per tile. 64x16384x16384 took 0.36 ms in this form on the
+    first three H100 leases, and 0.73 ms in the pointer kernel that stood in for it on the next two.
     EMULATED: running under TRITON_INTERPRET=1 (see _interpret_matmul).
     """
     num_pid_m = tl.cdiv(M, BLOCK_M)

@@ -16,8 +16,9 @@ The rules (each one a trap seen in practice):
   elementwise op on an H100). A short GPU spin at the head of each batch keeps the host ahead of
   the device so no sample sees a launch gap; where queuing a sample (the call, the flush and the
   event pair: tens of µs of Python on an H100 host, against a ~33 µs flush) takes the host more
-  than half of the sample's GPU time, every sample gets its own spin. Spins are sized at the boost clock (the fastest of a few
-  readings of the spin rate after a warming spin), so a lower clock can only lengthen them.
+  than half of the sample's GPU time, every sample gets its own spin. Spins are sized at the boost
+  clock (the fastest of a few readings of the spin rate after a warming spin), so a lower clock can
+  only lengthen them.
 - The event pair's own cost (~1.3 µs on an H100, an empty pair read the way samples are taken) is
   subtracted from every sample. The kernel's launch latency (~1-2 µs, which CUPTI's kernel duration
   leaves out) stays in: a kernel in a stream pays it.
@@ -292,7 +293,6 @@ class _CudaTimer:
         self.clocks: list[int] = []
         self.throttle: set[str] = set()
         self.long_call = False
-        self.queue_ms = 0.0  # median host ms to queue one of the first QUEUE_PROBE samples of the last batch
 
     # -- calibration -------------------------------------------------------------------------
     def _event(self):
@@ -371,19 +371,19 @@ class _CudaTimer:
         self.throttle.update(state.throttle)
 
     def _batch(self, body: Callable[[], None], n: int, host_ms: float, flush, sync: bool,
-               each_ms: float = 0.0) -> list[float]:
+               each_ms: float = 0.0, stamps: list[float] | None = None) -> list[float]:
         """n samples of [flush][start][body][end] queued behind a spin; raw event times in ms.
 
         `host_ms`: host time to queue one sample (the head spin covers two). `each_ms` > 0: a spin
         before every sample covering that much host time, where queuing a sample takes the host
         longer than the device needs to run one: a spin at the head of the batch would be eaten
-        after a few samples, and the device would idle between the rest."""
+        after a few samples, and the device would idle between the rest. `stamps`, if given,
+        receives the host clock as each of the first QUEUE_PROBE samples starts to be queued."""
         torch = self.torch
         events = [(self._event(), self._event()) for _ in range(n)]
         self._pad(host_ms * 2)
-        stamps = [time.perf_counter()]
         for i, (begin, end) in enumerate(events):
-            if i < QUEUE_PROBE:  # a longer batch can fill the launch queue, and then times the device
+            if stamps is not None and i < QUEUE_PROBE:  # later, a full launch queue would time the device
                 stamps.append(time.perf_counter())
             if each_ms > 0:
                 self._pad(each_ms)
@@ -394,8 +394,6 @@ class _CudaTimer:
             if sync:
                 torch.cuda.synchronize()
             end.record()
-        gaps = [b - a for a, b in zip(stamps[1:], stamps[2:])]
-        self.queue_ms = statistics.median(gaps) * 1e3 if gaps else 0.0  # a stall inflates one sample, not all
         torch.cuda.synchronize()
         return [b.elapsed_time(e) for b, e in events]
 
@@ -415,8 +413,11 @@ class _CudaTimer:
             # The spin covers the whole batch's enqueue (tens of µs a sample), and the batch stays well
             # inside the launch queue, or pairs would read host gaps. A gap can only lengthen a pair,
             # so a low quantile is the pair's cost: an inflated one is subtracted from every sample.
-            raw = sorted(self._batch(lambda: None, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False))
-            _FRAME[key] = (raw[len(raw) // 10], self.queue_ms)
+            stamps: list[float] = []
+            raw = sorted(self._batch(lambda: None, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False,
+                                     stamps=stamps))
+            gaps = [b - a for a, b in zip(stamps, stamps[1:])]  # a stall inflates one sample, not all
+            _FRAME[key] = (raw[len(raw) // 10], statistics.median(gaps) * 1e3)
         return _FRAME[key]
 
     def _timer_overhead_ms(self, flush) -> float:
