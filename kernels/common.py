@@ -4,6 +4,7 @@
 - ``streaming_cost``: the cost model of a kernel that reads its input once and writes an output
   of the same size once.
 - ``lazy_compile``: ``torch.compile(torch_manual)`` built on first use, static shapes.
+- ``sm_count``: a device's multiprocessor count, which grids of persistent or few programs are sized by.
 - Elementwise Triton kernels (elu, gelu): ``elementwise_block`` (one program's block, jit),
   ``elementwise_config`` (default BLOCK / num_warps) and ``launch_elementwise`` (the host side).
 
@@ -51,6 +52,19 @@ def lazy_compile(fn: Callable) -> Callable[[], Callable]:
         return torch.compile(fn, dynamic=False)
 
     return build
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def sm_count(device: torch.device) -> int:
+    """Multiprocessors of a CUDA device (cached); 4 for any other device (the Triton interpreter
+    runs programs one after another: any small number will do)."""
+    if device.type != "cuda":
+        return 4
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
 # --- elementwise Triton kernels ----------------------------------------------------------------

@@ -54,6 +54,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from kernels import common
 # triton_compat also fits the interpreter to NumPy >= 2.4 (on import) and widens dot operands there.
 from kernels.triton_compat import INTERPRET as _INTERPRET
 from kernels.triton_compat import dot
@@ -485,11 +486,6 @@ _ptr_tuned = triton.autotune(  # B's strides are runtime arguments here: one key
 _DTYPE_KEY = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
 
-@functools.cache
-def _num_sms(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 # MATMUL_TRITON_TMA=0 sends every call to the pointer kernel (a switch for triage on a device
 # where the TMA kernel misbehaves; the default is on).
 _TMA_ENABLED = os.environ.get("MATMUL_TRITON_TMA", "1") != "0"
@@ -578,7 +574,7 @@ def _launch(a, b, c, precision, config=None):
         if _INTERPRET:
             sms = 3  # a few programs, so each walks several tiles of the persistent loop
         else:
-            sms = _num_sms(a.device.index if a.device.index is not None else torch.cuda.current_device())
+            sms = common.sm_count(a.device)
 
         def grid(meta):
             tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])

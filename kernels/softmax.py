@@ -16,7 +16,6 @@ program per multiprocessor; under the interpreter (programs run one after anothe
 """
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable
 
@@ -178,17 +177,6 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 4  # interpreter: any small number
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
 _workspaces: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
@@ -241,7 +229,7 @@ def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tens
         return y
     cols = x.shape[-1]
     rows = x.numel() // cols
-    sms = _num_sms(x.device)
+    sms = common.sm_count(x.device)
     kernel = (config or {}).get("kernel", "rows" if cols <= MAX_ROW_BLOCK else "long")
     if kernel == "rows":
         cfg = config or rows_config(rows, cols, sms)

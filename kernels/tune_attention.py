@@ -1,8 +1,8 @@
 """Time each candidate launch config of the Triton FlashAttention, forced, with gpu_benchmark's timer.
 
-    python -m kernels.tune_attention [--out sweep.json]
+    python -m kernels.tune_attention [--shape 4,16,4096] [--head-dims 64,128] [--out sweep.json]
 
-On a GPU: B4 H16 N4096 bf16, head dims 64 and 128, full and causal, forward and backward; prints
+On a GPU: B4 H16 N4096 bf16 (or --shape B,H,N), head dims 64 and 128, full and causal, forward and backward; prints
 TFLOP/s per config (the cost model of flash_attention.cost). The tables FWD_CONFIGS / BWD_CONFIGS in
 flash_attention.py come from this sweep; a config that fails to compile prints its error instead.
 """
@@ -55,9 +55,18 @@ def sweep(shape=(4, 16, 4096), dtype=torch.bfloat16, head_dims=(64, 128)) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="4,16,4096", help="B,H,N (default 4,16,4096)")
+    parser.add_argument("--head-dims", default="64,128", help="comma-separated head dims (default 64,128)")
     parser.add_argument("--out", help="also write the results as JSON here")
     args = parser.parse_args()
-    results = sweep()
+    try:
+        shape = tuple(int(v) for v in args.shape.split(","))
+        head_dims = tuple(int(v) for v in args.head_dims.split(","))
+    except ValueError:
+        parser.error(f"--shape and --head-dims take comma-separated integers, got {args.shape!r}, {args.head_dims!r}")
+    if len(shape) != 3:
+        parser.error(f"--shape is B,H,N (three integers), got {args.shape!r}")
+    results = sweep(shape, head_dims=head_dims)
     for name, value in results.items():
         print(f"{name:48s} {value}")
     if args.out:

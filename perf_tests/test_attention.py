@@ -124,7 +124,7 @@ def _config_cases():
     for values in sorted(fwd):
         bm, bn, w, s = values
         yield pytest.param("fwd", dict(zip(fa.FWD_FIELDS, values)), id=f"fwd-{bm}x{bn}-w{w}-s{s}")
-    for values in sorted({*fa.BWD_CONFIGS.values(), fa.SHORT_BWD}):
+    for values in sorted({*fa.BWD_CONFIGS.values(), fa.SHORT_BWD, fa.SMALL_GRID_BWD}):
         m1, n1, m2, n2, w, s = values
         yield pytest.param("split", dict(zip(fa.BWD_FIELDS, values)), id=f"split-{m1}x{n1}-{m2}x{n2}-w{w}-s{s}")
     yield pytest.param("two", fa.bwd_config(CONFIG_SHAPE[2], CONFIG_SHAPE[3], "two"), id="two")
@@ -141,12 +141,18 @@ def test_launch_parameters_follow_head_dim_masking_and_length():
         assert fa.bwd_config(long_n, d, "split") == dict(zip(fa.BWD_FIELDS, fa.BWD_CONFIGS[64]))
     assert fa.fwd_config(short, 128, False) == dict(zip(fa.FWD_FIELDS, fa.SHORT_FWD))
     assert fa.bwd_config(short, 128, "split") == dict(zip(fa.BWD_FIELDS, fa.SHORT_BWD))
+    # B2 H8 N1000: 128 programs of 128 rows on a 132-SM GPU take the small-grid blocks; B4 H16 do not
+    assert fa.small_grid(16, 1000, 132) and not fa.small_grid(64, 1000, 132)
+    assert fa.fwd_config(1000, 128, False, small=True) == dict(zip(fa.FWD_FIELDS, fa.SMALL_GRID_FWD))
+    assert fa.bwd_config(1000, 128, "split", small=True) == dict(zip(fa.BWD_FIELDS, fa.SMALL_GRID_BWD))
+    assert fa.fwd_config(short, 128, False, small=True) == dict(zip(fa.FWD_FIELDS, fa.SHORT_FWD))
     for n in (1, 77, short, fa.LONG_BLOCKS_FROM_N, 300, 1000, long_n):
         for d in fa.SUPPORTED_HEAD_DIMS:
             for causal in (False, True):
                 f = fa.fwd_config(n, d, causal)
                 assert f["BLOCK_M"] % f["BLOCK_N"] == 0
-            metas = [fa.bwd_config(n, d, "split"), *fa.bwd_config(n, d, "two").values()]
+            metas = [fa.bwd_config(n, d, "split"), fa.bwd_config(n, d, "split", small=True),
+                     *fa.bwd_config(n, d, "two").values()]
             assert all(m["BLOCK_N1"] % m["BLOCK_M1"] == 0 and m["BLOCK_M2"] % m["BLOCK_N2"] == 0 for m in metas)
     with pytest.raises(ValueError, match="unknown backward variant 'Split'"):
         fa.bwd_config(long_n, 128, "Split")

@@ -37,8 +37,9 @@ def _say(capsys: pytest.CaptureFixture, text: str) -> None:
 def _measure_under_profiler(fn):
     """Run the harness's own measurement under torch.profiler and return it with the median CUPTI
     duration of fn's kernels per call over the sampled calls of that very run (the same executions,
-    the same clocks), over all its calls (warm-up and calibration included, for comparison), and the
-    method a measurement without the profiler picked."""
+    the same clocks), over all its calls (warm-up and calibration included, for comparison), the
+    method a measurement without the profiler picked, and the median CUPTI span of a sample per call
+    (first kernel's start to last kernel's end: with k calls per sample, the gaps between them too)."""
     from torch.profiler import ProfilerActivity, profile
 
     fn()
@@ -59,7 +60,13 @@ def _measure_under_profiler(fn):
     # Only the sampled calls, which come last: warm-up and calibration calls run back to back on a
     # warm L2 (and at other clocks), and would pull the reference away from what was sampled.
     sampled = m.stats.samples * m.calls_per_sample
-    return m, statistics.median(per_call[-sampled:]), statistics.median(per_call), chosen
+    # A graph replays its calls back to back: CUPTI's span of a replay per call (kernels and the
+    # gaps between them) is what the replay's events see; it shows how much of an offset is gaps.
+    group = m.calls_per_sample * len(names)
+    last = kernels[-sampled * len(names):]
+    spans = [(last[i + group - 1].time_range.end - last[i].time_range.start) / m.calls_per_sample
+             for i in range(0, len(last) - group + 1, group)]
+    return m, statistics.median(per_call[-sampled:]), statistics.median(per_call), chosen, statistics.median(spans)
 
 
 def _do_bench_ms(fn) -> float:
@@ -92,14 +99,15 @@ ACCURACY = [
 @pytest.mark.parametrize("make, tolerance", ACCURACY)
 def test_accuracy_against_profiler(make, tolerance: float, capsys) -> None:
     fn = make()
-    m, truth_us, all_calls_us, chosen = _measure_under_profiler(fn)
+    m, truth_us, all_calls_us, chosen, span_us = _measure_under_profiler(fn)
     ours_us = m.median_ms * 1e3
     bench_us = _do_bench_ms(fn) * 1e3
     error = ours_us / truth_us - 1
     _say(capsys, f"\n  accuracy  method={m.method:<7} calls/sample={m.calls_per_sample:<4} samples={m.stats.samples:<5} "
                  f"gpuperf {ours_us:9.2f} us  profiler {truth_us:9.2f} us  ({error:+.1%})  do_bench {bench_us:9.2f} us "
                  f"({bench_us / truth_us - 1:+.1%})  profiler over all calls {all_calls_us:9.2f} us  "
-                 f"offset {ours_us - truth_us:+.2f} us  wall {m.wall_s:.2f}s  method without the profiler {chosen}")
+                 f"offset {ours_us - truth_us:+.2f} us  profiler span per call {span_us:9.2f} us ({ours_us / span_us - 1:+.1%})  "
+                 f"wall {m.wall_s:.2f}s  method without the profiler {chosen}")
     assert abs(error) <= tolerance, f"median {ours_us:.2f} us vs profiler {truth_us:.2f} us"
 
 

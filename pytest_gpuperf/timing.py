@@ -19,9 +19,13 @@ The rules (each one a trap seen in practice):
   than half of the sample's GPU time, every sample gets its own spin. Spins are sized at the boost
   clock (the fastest of a few readings of the spin rate after a warming spin), so a lower clock can
   only lengthen them.
-- The event pair's own cost (~1.3 µs on an H100, an empty pair read the way samples are taken) is
-  subtracted from every sample. The kernel's launch latency (~1-2 µs, which CUPTI's kernel duration
-  leaves out) stays in: a kernel in a stream pays it.
+- What a frame adds to a call is subtracted from every sample: the event pair (~1.3 µs on an H100)
+  and the latency of a kernel launched behind an event and waited for by the next one (another
+  ~1.5-2 µs). A kernel back to back with others in a stream does not pay that latency, only the
+  short gap the GPU leaves between dependent kernels (0.2-0.7 µs), so the frame cost is taken as
+  what one short spin costs in a frame beyond what a second spin behind it adds (2 T1 - T2): a
+  sample then reads the call as it runs in a stream, as a graph replay does, and both methods
+  agree. Subtracting only the empty pair read a 40 µs kernel 5% above CUPTI's duration.
 - Samples are taken in batches of ~50 ms. Power management makes consecutive samples correlated
   (a bf16 matmul's clock wanders over hundreds of ms), so the precision of the median is judged
   from the spread of the batch medians, not from the samples as if they were independent: sampling
@@ -56,8 +60,11 @@ PENDING_FRACTION = 0.25
 # Samples over which a batch's host queuing time is taken: a longer batch can fill the launch queue
 # (~1000 entries, 4 per sample), after which the host waits for the device.
 QUEUE_PROBE = 32
-# Samples of the frame calibration (an event pair around nothing): 4 launch-queue entries each.
+# Samples per batch of the frame calibration: up to 5 launch-queue entries each.
 FRAME_SAMPLES = 100
+# GPU time of the spin the frame calibration times in a frame, once and twice: a few µs, so that
+# a clock below boost lengthens it by little.
+FRAME_SPIN_MS = 0.005
 # Host wall time a CPU sample aims for, so perf_counter's resolution is irrelevant.
 CPU_SAMPLE_S = 1e-4
 
@@ -398,26 +405,38 @@ class _CudaTimer:
         return [b.elapsed_time(e) for b, e in events]
 
     def _frame(self, flush) -> tuple[float, float]:
-        """(GPU ms an event pair reads around nothing, host ms to queue a sample's frame: the flush
-        and the event pair), taken the way samples are, once per device and cache mode.
+        """(GPU ms a sample's frame adds to the call in it, host ms to queue a frame: the flush and
+        the event pair), taken the way samples are, once per device and cache mode.
 
-        The frame's host cost (tens of µs on an H100 host, against a ~33 µs flush) decides, with
-        the call's own launches, whether one spin per batch keeps the device busy: forced to
-        events with the device idling between samples, a 3.6 µs kernel's samples read 21 µs on an
-        H100, against 6 µs behind a spin that covered the whole batch."""
+        The GPU cost is 2 T1 - T2, T1 and T2 being a frame around one short spin and around two
+        back to back: the pair, and the latency of a kernel between events, less the gap a kernel
+        behind another leaves (see the module docstring). The host cost (tens of µs on an H100
+        host, against a ~33 µs flush) decides, with the call's own launches, whether one spin per
+        batch keeps the device busy: forced to events with the device idling between samples, a
+        3.6 µs kernel's samples read 21 µs on an H100, against 6 µs behind a spin that covered the
+        whole batch."""
         key = (self.index, flush is not None)
         if key not in _FRAME:
+            torch = self.torch
             if flush is not None:  # its first call loads the reduction kernel: not a sample's cost
                 flush()
-                self.torch.cuda.synchronize()
-            # The spin covers the whole batch's enqueue (tens of µs a sample), and the batch stays well
-            # inside the launch queue, or pairs would read host gaps. A gap can only lengthen a pair,
-            # so a low quantile is the pair's cost: an inflated one is subtracted from every sample.
+                torch.cuda.synchronize()
+            cycles = int(FRAME_SPIN_MS * _spin_rate(torch, self.index))
+
+            def low(body: Callable[[], None], stamps: list[float] | None = None) -> float:
+                # The head spin covers the whole batch's enqueue, and the batch stays well inside the
+                # launch queue, or frames would read host gaps. A gap can only lengthen a frame, so a
+                # low quantile is its cost: an inflated one is subtracted from every sample.
+                raw = sorted(self._batch(body, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False,
+                                         stamps=stamps))
+                return raw[len(raw) // 10]
+
             stamps: list[float] = []
-            raw = sorted(self._batch(lambda: None, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False,
-                                     stamps=stamps))
+            low(lambda: None, stamps)  # the empty frame: its host cost
+            one = low(lambda: torch.cuda._sleep(cycles))
+            two = low(lambda: (torch.cuda._sleep(cycles), torch.cuda._sleep(cycles)))
             gaps = [b - a for a, b in zip(stamps, stamps[1:])]  # a stall inflates one sample, not all
-            _FRAME[key] = (raw[len(raw) // 10], statistics.median(gaps) * 1e3)
+            _FRAME[key] = (max(2 * one - two, 0.0), statistics.median(gaps) * 1e3)
         return _FRAME[key]
 
     def _timer_overhead_ms(self, flush) -> float:

@@ -8,6 +8,8 @@ queue has not reached is an error, as on a GPU; synchronize waits (really) until
 drain. Graph capture records launches and a replay queues them back to back. Work can be given a
 host-side launch cost, which is what makes a call launch-bound, and so can recording an event
 (`record_host_ms`: with a cheap call, the event pair is then most of what the host spends per sample).
+A kernel launched right behind an event can be made to start late (`event_latency_ms`), as on a
+GPU, where a kernel between two events costs ~2 µs more than one behind another kernel.
 
 Not modelled: a bounded launch queue (the host never blocks), capture of side-stream work, stream
 objects (one stream), and the cost of an event pair (zero here).
@@ -39,6 +41,8 @@ class SimDevice:
         self.side_free_at = 0.0  # the same for a second stream, which events on the first don't see
         self.capturing: list[float] | None = None
         self.record_host_ms = 0.0  # host cost of recording an event
+        self.event_latency_ms = 0.0  # extra GPU time of the first kernel queued behind an event
+        self._behind_event = False
         # SM clock as a fraction of boost until `idle_cycles` spin cycles have run (a GPU waking up)
         self.idle_clock, self.idle_cycles = 1.0, 0.0
         self.torch = self._module()
@@ -50,6 +54,9 @@ class SimDevice:
         if self.capturing is not None:
             self.capturing.append(ms)
             return
+        if self._behind_event:
+            ms += self.event_latency_ms
+            self._behind_event = False
         self.free_at = max(self.free_at, _now_ms()) + ms
 
     def spin(self, cycles: float) -> None:
@@ -84,6 +91,7 @@ class SimDevice:
             def record(self) -> None:
                 _busy(dev.record_host_ms)
                 self.t = dev.stamp()
+                dev._behind_event = True
 
             def synchronize(self) -> None:
                 _busy(self.t - _now_ms())

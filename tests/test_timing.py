@@ -90,6 +90,15 @@ def test_sim_a_call_whose_launch_the_flush_hides_is_timed_with_events(sim) -> No
     assert m.median_ms == pytest.approx(0.25, rel=0.05)
 
 
+def test_sim_the_latency_of_a_kernel_between_events_is_not_timed(sim) -> None:
+    """A kernel queued behind an event starts late (0.03 ms here, ~2 µs on an H100); behind another
+    kernel it does not. Subtracting only what an empty event pair reads, a 0.25 ms call read 0.28."""
+    sim.event_latency_ms = 0.03
+    m = _run(sim, sim.kernel(0.25, host_ms=0.15))
+    assert m.method == "events"
+    assert m.median_ms == pytest.approx(0.25, rel=0.03)
+
+
 def test_sim_events_samples_keep_the_device_busy_when_the_event_pair_is_slow_to_queue(sim) -> None:
     """The call's own launch is cheap (events, not a graph), but recording the pair takes the host
     longer than the call takes the device: without a spin per sample the device would idle and
