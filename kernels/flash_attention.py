@@ -216,7 +216,7 @@ SHORT_BWD = (64, 64, 64, 64, 4, 3)
 # 357 / 186 against the table's 330 / 186; backward 32x64|64x32 w4 s3 191 / 133 against 191 / 113
 # (64x128|128x64 s2 197 / 124, 64x64|64x64 w4 s3 168 / 76). The backward takes them when causal
 # only: full, they ran 10% slower than the table's on an H100 under `pytest --gpuperf` (112 against
-# 102 µs), where causal gained 10% (84 against 93 µs).
+# 102 µs), where causal gained 10-14% (80-84 against 93 µs).
 SMALL_GRID_FWD = SHORT_FWD
 SMALL_GRID_BWD = (32, 64, 64, 32, 4, 3)
 FWD_FIELDS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")

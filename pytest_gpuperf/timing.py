@@ -21,7 +21,7 @@ The rules (each one a trap seen in practice):
   only lengthen them.
 - What a frame adds to a call is subtracted from every sample: the event pair (~1.3 µs on an H100)
   and the latency of a kernel launched behind an event and waited for by the next one (another
-  ~1.5-2 µs). A kernel back to back with others in a stream does not pay that latency, only the
+  ~1 µs on an H100, ~2 µs on an H200). A kernel back to back with others in a stream does not pay that latency, only the
   short gap the GPU leaves between dependent kernels (0.2-0.7 µs), so the frame cost is taken as
   what one short spin costs in a frame beyond what a second spin behind it adds (2 T1 - T2): a
   sample then reads the call as it runs in a stream, as a graph replay does, and both methods
