@@ -283,11 +283,13 @@ def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None 
     if use_tma:
         _ensure_triton_allocator()
     args = (q, k, v, o, lse, sm_scale * LOG2E, N)
-    if config is None and not INTERPRET:
+    if not config and INTERPRET:
+        config = INTERPRET_FWD
+    elif not config:
         from kernels.common import sm_count
 
         config = fwd_config(N, D, causal, small_grid(B * H, N, sm_count(q.device)))
-    meta = dict(config or INTERPRET_FWD)
+    meta = dict(config)
     grid = (triton_cdiv(N, meta["BLOCK_M"]), B * H)
     fat.attn_fwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **meta)
     return o, lse

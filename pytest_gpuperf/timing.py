@@ -60,7 +60,8 @@ PENDING_FRACTION = 0.25
 # Samples over which a batch's host queuing time is taken: a longer batch can fill the launch queue
 # (~1000 entries, 4 per sample), after which the host waits for the device.
 QUEUE_PROBE = 32
-# Samples per batch of the frame calibration: up to 5 launch-queue entries each.
+# Samples per batch of the frame calibration (empty frames; then frames around one spin and
+# around two, alternating): up to 5 launch-queue entries each.
 FRAME_SAMPLES = 100
 # GPU time of the spin the frame calibration times in a frame, once and twice: a few µs, so that
 # a clock below boost lengthens it by little.
@@ -409,8 +410,9 @@ class _CudaTimer:
         the event pair), taken the way samples are, once per device and cache mode.
 
         The GPU cost is 2 T1 - T2, T1 and T2 being a frame around one short spin and around two
-        back to back: the pair, and the latency of a kernel between events, less the gap a kernel
-        behind another leaves (see the module docstring). The host cost (tens of µs on an H100
+        back to back (alternating in one batch): the pair, and the latency of a kernel between
+        events, less the gap a kernel behind another leaves (see the module docstring); outside
+        [empty pair, T1] it cannot be right, and the empty pair's cost stands in. The host cost (tens of µs on an H100
         host, against a ~33 µs flush) decides, with the call's own launches, whether one spin per
         batch keeps the device busy: forced to events with the device idling between samples, a
         3.6 µs kernel's samples read 21 µs on an H100, against 6 µs behind a spin that covered the
@@ -423,20 +425,32 @@ class _CudaTimer:
                 torch.cuda.synchronize()
             cycles = int(FRAME_SPIN_MS * _spin_rate(torch, self.index))
 
-            def low(body: Callable[[], None], stamps: list[float] | None = None) -> float:
-                # The head spin covers the whole batch's enqueue, and the batch stays well inside the
-                # launch queue, or frames would read host gaps. A gap can only lengthen a frame, so a
-                # low quantile is its cost: an inflated one is subtracted from every sample.
-                raw = sorted(self._batch(body, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False,
-                                         stamps=stamps))
-                return raw[len(raw) // 10]
+            def low(raw: list[float]) -> float:
+                # A host gap can only lengthen a frame, so a low quantile is its cost: an inflated one
+                # would be subtracted from every sample.
+                return sorted(raw)[len(raw) // 10]
 
+            # The head spin covers the whole batch's enqueue, and a batch stays well inside the launch
+            # queue, or frames would read host gaps.
             stamps: list[float] = []
-            low(lambda: None, stamps)  # the empty frame: its host cost
-            one = low(lambda: torch.cuda._sleep(cycles))
-            two = low(lambda: (torch.cuda._sleep(cycles), torch.cuda._sleep(cycles)))
+            empty = low(self._batch(lambda: None, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False,
+                                    stamps=stamps))
+            spins = iter(range(FRAME_SAMPLES))
+
+            def one_or_two() -> None:  # alternate, so that both kinds of frame see the same clocks
+                for _ in range(1 + next(spins) % 2):
+                    torch.cuda._sleep(cycles)
+
+            raw = self._batch(one_or_two, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False)
+            one, two = low(raw[0::2]), low(raw[1::2])
+            cost = 2 * one - two
+            if not empty <= cost <= one:  # pair <= pair + latency - gap <= pair + latency + spin
+                self.warnings.append(
+                    f"frame calibration out of range (one spin {one * 1e3:.2f} µs, two {two * 1e3:.2f} µs, "
+                    f"empty {empty * 1e3:.2f} µs): only the empty event pair's cost is subtracted")
+                cost = empty
             gaps = [b - a for a, b in zip(stamps, stamps[1:])]  # a stall inflates one sample, not all
-            _FRAME[key] = (max(2 * one - two, 0.0), statistics.median(gaps) * 1e3)
+            _FRAME[key] = (cost, statistics.median(gaps) * 1e3)
         return _FRAME[key]
 
     def _timer_overhead_ms(self, flush) -> float:

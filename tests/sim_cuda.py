@@ -8,11 +8,14 @@ queue has not reached is an error, as on a GPU; synchronize waits (really) until
 drain. Graph capture records launches and a replay queues them back to back. Work can be given a
 host-side launch cost, which is what makes a call launch-bound, and so can recording an event
 (`record_host_ms`: with a cheap call, the event pair is then most of what the host spends per sample).
-A kernel launched right behind an event can be made to start late (`event_latency_ms`), as on a
-GPU, where a kernel between two events costs ~2 µs more than one behind another kernel.
+The GPU costs a frame of events adds can be set: an event's own GPU time (`event_ms`), the late
+start of a kernel queued right behind an event (`event_latency_ms`), and the gap a kernel leaves
+before the next one queued behind it (`gap_ms`, graph nodes included), as on a GPU, where a kernel
+between two events costs ~1-2 µs more than one behind another kernel, and that one ~0.1-0.7 µs more
+than its own duration.
 
 Not modelled: a bounded launch queue (the host never blocks), capture of side-stream work, stream
-objects (one stream), and the cost of an event pair (zero here).
+objects (one stream).
 """
 from __future__ import annotations
 
@@ -41,7 +44,9 @@ class SimDevice:
         self.side_free_at = 0.0  # the same for a second stream, which events on the first don't see
         self.capturing: list[float] | None = None
         self.record_host_ms = 0.0  # host cost of recording an event
+        self.event_ms = 0.0  # GPU time of recording an event
         self.event_latency_ms = 0.0  # extra GPU time of the first kernel queued behind an event
+        self.gap_ms = 0.0  # extra GPU time of a kernel queued behind another kernel
         self._behind_event = False
         # SM clock as a fraction of boost until `idle_cycles` spin cycles have run (a GPU waking up)
         self.idle_clock, self.idle_cycles = 1.0, 0.0
@@ -54,10 +59,13 @@ class SimDevice:
         if self.capturing is not None:
             self.capturing.append(ms)
             return
-        if self._behind_event:
-            ms += self.event_latency_ms
-            self._behind_event = False
-        self.free_at = max(self.free_at, _now_ms()) + ms
+        self.free_at = max(self.free_at, _now_ms()) + self._lead_ms() + ms
+
+    def _lead_ms(self) -> float:
+        """What the next kernel pays before it starts: the latency behind an event, else the gap."""
+        lead = self.event_latency_ms if self._behind_event else self.gap_ms
+        self._behind_event = False
+        return lead
 
     def spin(self, cycles: float) -> None:
         """torch.cuda._sleep: `cycles` SM cycles, slower while the clock is still idle."""
@@ -91,6 +99,7 @@ class SimDevice:
             def record(self) -> None:
                 _busy(dev.record_host_ms)
                 self.t = dev.stamp()
+                dev.free_at += dev.event_ms
                 dev._behind_event = True
 
             def synchronize(self) -> None:
@@ -107,8 +116,8 @@ class SimDevice:
             def __init__(self) -> None:
                 self.nodes: list[float] = []
 
-            def replay(self) -> None:
-                dev.launch(sum(self.nodes))
+            def replay(self) -> None:  # the nodes run back to back: a gap before each but the first
+                dev.launch(sum(self.nodes) + dev.gap_ms * (len(self.nodes) - 1))
 
         @contextlib.contextmanager
         def graph(g: CUDAGraph):

@@ -99,6 +99,17 @@ def test_sim_the_latency_of_a_kernel_between_events_is_not_timed(sim) -> None:
     assert m.median_ms == pytest.approx(0.25, rel=0.03)
 
 
+def test_sim_events_and_graphs_both_read_a_call_as_it_runs_in_a_stream(sim) -> None:
+    """With an event pair's own cost, a kernel's latency behind an event and a gap between kernels
+    (H100-like, scaled 10x), both methods read the kernel plus the gap a kernel leaves in a stream."""
+    sim.event_ms, sim.event_latency_ms, sim.gap_ms = 0.013, 0.03, 0.005
+    events = _run(sim, sim.kernel(0.25, host_ms=0.15))
+    graph = _run(sim, sim.kernel(0.25, host_ms=0.15), prefer="graph")
+    assert (events.method, graph.method) == ("events", "graph")
+    assert events.median_ms == pytest.approx(0.255, rel=0.02)
+    assert graph.median_ms == pytest.approx(0.255, rel=0.02)
+
+
 def test_sim_events_samples_keep_the_device_busy_when_the_event_pair_is_slow_to_queue(sim) -> None:
     """The call's own launch is cheap (events, not a graph), but recording the pair takes the host
     longer than the call takes the device: without a spin per sample the device would idle and
