@@ -863,7 +863,7 @@ def write_plots(directory: Path, results: list[dict], baseline=None, device: dic
             name += "_"
         used.add(name)
         path = directory / f"{name}.png"
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=110, bbox_inches="tight")  # long case labels are not clipped
         plt.close(fig)
         paths.append(path)
     return paths
@@ -940,6 +940,6 @@ def plot_files(out: Path, labeled: list[tuple[str, list[dict]]]) -> Path:
     fig.suptitle(f"gpuperf: {label}" + (", higher is better" if higher else ""), x=0.01, ha="left", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / max(3.0, sum(heights) + 0.6)))
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
