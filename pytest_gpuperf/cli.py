@@ -50,6 +50,11 @@ def _load(path: str):
     return load_results(Path(path))
 
 
+def _timing_order(version: str) -> tuple[int, str]:
+    """Sort key of recorded timing versions: numbers in order, anything else after them."""
+    return (int(version), "") if version.isdigit() else (1 << 30, version)
+
+
 def _by_id(results: list[dict]) -> dict[str, dict]:
     return {r["nodeid"]: r for r in results}
 
@@ -163,7 +168,7 @@ def _cmd_merge(args) -> int:
     if out.exists() and not any(out.resolve() == Path(f).resolve() for f in args.files):
         raise _UsageError(f"{out}: exists and is not one of the inputs, whose entries would be lost; "
                           f"pass it as the first input to merge into it, or choose another output")
-    recordings, device, software = [], None, {}
+    recordings, device, software, timings = [], None, {}, []
     for f in args.files:
         dev, sw, records = load_recording(Path(f))
         if not dev or not dev.get("key"):
@@ -174,8 +179,14 @@ def _cmd_merge(args) -> int:
                               f"only recordings of one GPU model can be merged")
         device = dict(dev, peaks=merged_peaks((device or {}).get("peaks"), dev.get("peaks")))
         software = sw or software
+        timings.append(str((sw or {}).get("timing") or 1))
         recordings.append((f, _by_id(records)))
     entries, notes = baseline_mod.combine(recordings, max_drift)
+    if len(set(timings)) > 1:  # the merged file claims the oldest, so that runs against it say so
+        software = dict(software, timing=min(timings, key=_timing_order))
+        versions = ", ".join(sorted(set(timings), key=_timing_order))
+        notes.append(f"the recordings were taken with timing versions {versions} (`software: timing`): their "
+                     f"differences are in the merged drift; the merged file records version {software['timing']}")
     baseline_mod.save(out, device, software, entries, keep_others=False)
     drifts = sorted(((e["drift"], name) for name, e in entries.items() if e.get("drift") is not None), reverse=True)
     print(f"gpuperf merge: {len(args.files)} recordings of {device['key']} -> {out}: {len(entries)} entries")

@@ -21,7 +21,7 @@ import pytest
 from . import baseline as baseline_mod
 from . import compare
 from .device import Peaks, describe, has_cuda, merged_peaks, read_clocks, software_versions
-from .timing import Measurement, TimingConfig, cuda_sync_timer, iter_tensors, measure
+from .timing import Measurement, TimingConfig, cuda_sync_timer, iter_tensors, measure, version_note
 from .tolerance import is_nonnegative_number
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
@@ -609,6 +609,12 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--gpuperf on the CPU with -n {workers}: the workers time on shared cores, so each one's "
             "medians include the others' load and can fail the gate"), stacklevel=2)
     perf = GpuPerf(config, settings)
+    if perf.baseline is not None and settings.compare and controller:
+        note = version_note(perf.baseline.software.get("timing"))
+        if note:
+            config.issue_config_time_warning(pytest.PytestConfigWarning(
+                f"gpuperf: the baseline {perf.baseline_path} was {note}; record it again (--gpuperf-save) so "
+                "that both sides of a comparison are measured the same way"), stacklevel=2)
     config.stash[_STATE] = perf
     config.pluginmanager.register(perf, "gpuperf-session")
 

@@ -43,6 +43,14 @@ from typing import Any, Callable
 
 from .device import SEVERE_THROTTLE, read_clocks
 
+# What a sample measures, versioned: a baseline taken with another version can read differently
+# for the same code, so the plugin says so (baselines record it under `software: timing`).
+TIMING_VERSION = 2
+TIMING_CHANGES = {
+    2: "CUDA event samples subtract a frame cost of 2·T1 - T2 (the latency of a kernel between events "
+       "included), no longer the empty event pair alone: they read ~1 µs less",
+}
+
 # Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs, and a launch
 # costs several µs, so a few-µs kernel timed alone measures the launch.
 GRAPH_BELOW_MS = 0.02
@@ -68,6 +76,22 @@ FRAME_SAMPLES = 100
 FRAME_SPIN_MS = 0.005
 # Host wall time a CPU sample aims for, so perf_counter's resolution is irrelevant.
 CPU_SAMPLE_S = 1e-4
+
+
+def version_note(recorded: Any) -> str | None:
+    """Why results taken with timing version `recorded` (a baseline's `software: timing`; missing: taken
+    before versions were recorded, i.e. version 1) may read differently from this version's, or None."""
+    try:
+        old = 1 if recorded is None else int(recorded)
+    except (TypeError, ValueError):
+        return f"taken with timing version {recorded!r}, which this gpuperf does not know (it measures with " \
+               f"{TIMING_VERSION})"
+    if old == TIMING_VERSION:
+        return None
+    if old > TIMING_VERSION:
+        return f"taken with timing version {old}, newer than this gpuperf's {TIMING_VERSION}"
+    changes = "; ".join(TIMING_CHANGES[v] for v in range(old + 1, TIMING_VERSION + 1) if v in TIMING_CHANGES)
+    return f"taken with timing version {old}, and this gpuperf measures with {TIMING_VERSION}: {changes}"
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,21 @@ def test_merge_learns_drift_and_then_compare_is_quiet(files, capsys, tmp_path):
     assert run(["compare", str(files["old"]), str(later)], capsys)[0] == 1
 
 
+def test_merge_of_recordings_of_two_timing_versions_records_the_older(files, capsys, tmp_path):
+    """A merge of recordings measured two ways says so, and the merged file claims the older way, so
+    that a run against it warns until it is recorded again."""
+    later = tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml"
+    bl.save(later, DEVICE, dict(SOFTWARE, timing="2"), {i: entry(m, 256 << 20) for i, m in zip(IDS, [0.1, 0.09, 0.085])})
+    out = tmp_path / "merged.yaml"
+    code, text, err = run(["merge", str(files["old"]), str(later), "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "note: the recordings were taken with timing versions 1, 2" in text
+    assert bl.load(out).software["timing"] == "1"
+    alone = tmp_path / "alone.yaml"
+    code, text, err = run(["merge", str(later), "-o", str(alone)], capsys)
+    assert code == 0 and "timing versions" not in text and bl.load(alone).software["timing"] == "2"
+
+
 def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):
     results = [dict(r, median_ms=r["median_ms"] * 1.02) for r in report.results_from_baseline(bl.load(files["old"]))]
     js = tmp_path / "run.json"

@@ -210,6 +210,19 @@ def test_save_then_compare_gates_a_real_slowdown(suite: pytest.Pytester, monkeyp
     no_compare.assert_outcomes(passed=2)
 
 
+def test_a_baseline_of_another_timing_version_is_named_in_a_warning(suite: pytest.Pytester) -> None:
+    suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=2)
+    current = suite.runpytest("--gpuperf", *FAST)
+    assert "timing version" not in current.stdout.str()
+    path = next((suite.path / "baselines").glob("*.yaml"))
+    stored = yaml.safe_load(path.read_text())
+    del stored["software"]["timing"]  # as recorded before versions were
+    path.write_text(yaml.safe_dump(stored, sort_keys=False))
+    older = suite.runpytest("--gpuperf", *FAST)
+    older.assert_outcomes(passed=2)
+    older.stdout.fnmatch_lines([f"*the baseline *{path.name} was taken with timing version 1*record it again*"])
+
+
 def test_save_merges_and_keeps_entries_not_run(suite: pytest.Pytester) -> None:
     suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=2)
     suite.runpytest("--gpuperf", "--gpuperf-save", "-k", "fast", *FAST).assert_outcomes(passed=1, deselected=1)

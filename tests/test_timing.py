@@ -179,3 +179,13 @@ def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim
     m = tight.run()
     assert time.perf_counter() - started < 1.0  # a noiseless device: the CI closes long before the budget
     assert m.stats.samples >= TimingConfig.min_samples and len(m.batch_medians) >= TimingConfig.min_batches
+
+
+def test_version_note_says_what_changed_since_a_baselines_timing_version() -> None:
+    from pytest_gpuperf.timing import TIMING_VERSION, version_note
+
+    assert version_note(str(TIMING_VERSION)) is None and version_note(TIMING_VERSION) is None
+    old = version_note(None)  # a baseline from before versions were recorded
+    assert old.startswith("taken with timing version 1") and "2·T1 - T2" in old
+    assert "newer" in version_note(TIMING_VERSION + 1)
+    assert "does not know" in version_note("fast")
