@@ -32,6 +32,8 @@ from typing import Any
 
 import yaml
 
+from .timing import oldest_version
+
 SCHEMA_VERSION = 1
 
 #: Keys kept per entry (everything else in a result record, e.g. the per-sample "data", stays out of
@@ -409,7 +411,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
     file raises BaselineError and is left untouched), keep the entries that were not run and replace
     the ones that were (a re-recorded entry keeps the drift learned for it, when measured the same
     way) -- or, with `keep_others` False, hold exactly `entries` --, update
-    device/software/recorded_at, write to a temporary file in the same directory and ``os.replace``
+    device/software/recorded_at (the timing version stays the older one while entries of it are kept), write to a temporary file in the same directory and ``os.replace``
     it over the old one. Safe for concurrent writers (threads, processes, pytest-xdist workers)."""
     from filelock import FileLock, Timeout
 
@@ -445,6 +447,10 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
                     entry["drift"] = before["drift"]
             merged = dict(previous) if keep_others else {}
             merged.update(entries)
+            versions = [(sw or {}).get("timing") for sw in (old.software if old else None, software)]
+            if old is not None and set(merged) - set(entries) and len({str(v or 1) for v in versions}) > 1:
+                # entries measured the older way stay in the file: it must not claim the newer way
+                software = dict(software or {}, timing=oldest_version(versions))
             recorded_at = _utc_now()
             text = _dump(device, software, recorded_at, merged)
             atomic_write_text(path, text, _file_mode(path))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .baseline import MAX_DRIFT, BaselineError, baseline_path
 from .compare import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
+from .timing import oldest_version
 
 EXIT_OK = 0
 EXIT_SLOWER = 1
@@ -48,11 +49,6 @@ def _load(path: str):
     from .report import load_results
 
     return load_results(Path(path))
-
-
-def _timing_order(version: str) -> tuple[int, str]:
-    """Sort key of recorded timing versions: numbers in order, anything else after them."""
-    return (int(version), "") if version.isdigit() else (1 << 30, version)
 
 
 def _by_id(results: list[dict]) -> dict[str, dict]:
@@ -179,12 +175,12 @@ def _cmd_merge(args) -> int:
                               f"only recordings of one GPU model can be merged")
         device = dict(dev, peaks=merged_peaks((device or {}).get("peaks"), dev.get("peaks")))
         software = sw or software
-        timings.append(str((sw or {}).get("timing") or 1))
+        timings.append(str((sw or {}).get("timing") or 1))  # none recorded: before versions were, 1
         recordings.append((f, _by_id(records)))
     entries, notes = baseline_mod.combine(recordings, max_drift)
     if len(set(timings)) > 1:  # the merged file claims the oldest, so that runs against it say so
-        software = dict(software, timing=min(timings, key=_timing_order))
-        versions = ", ".join(sorted(set(timings), key=_timing_order))
+        software = dict(software, timing=oldest_version(timings))
+        versions = ", ".join(sorted(set(timings)))
         notes.append(f"the recordings were taken with timing versions {versions} (`software: timing`): their "
                      f"differences are in the merged drift; the merged file records version {software['timing']}")
     baseline_mod.save(out, device, software, entries, keep_others=False)

@@ -39,7 +39,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .device import SEVERE_THROTTLE, read_clocks
 
@@ -92,6 +92,15 @@ def version_note(recorded: Any) -> str | None:
         return f"taken with timing version {old}, newer than this gpuperf's {TIMING_VERSION}"
     changes = "; ".join(TIMING_CHANGES[v] for v in range(old + 1, TIMING_VERSION + 1) if v in TIMING_CHANGES)
     return f"taken with timing version {old}, and this gpuperf measures with {TIMING_VERSION}: {changes}"
+
+
+def oldest_version(recorded: Iterable[Any]) -> str:
+    """The oldest of some recorded timing versions (missing: 1; unknown values sort last): what a
+    file holding results of all of them can claim."""
+    def order(version: str) -> tuple[int, str]:
+        return (int(version), "") if version.isdigit() else (1 << 30, version)
+
+    return min((str(v if v is not None else 1) for v in recorded), key=order)
 
 
 @dataclass(frozen=True)

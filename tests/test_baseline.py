@@ -88,6 +88,15 @@ def test_merge_keeps_unrun_entries_and_replaces_run_ones(tmp_path):
     assert b.software["torch"] == "2.12.0" and b.device["peaks"] == {"copy_gbps": 3100.0}
 
 
+def test_a_partial_save_keeps_the_older_timing_version_while_its_entries_stay(tmp_path):
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::b"))  # no version recorded: 1
+    bl.save(path, DEVICE, dict(SOFTWARE, timing="2"), entries("t::b"))
+    assert bl.load(path, DEVICE["key"]).software["timing"] == "1"  # t::a was measured the old way
+    bl.save(path, DEVICE, dict(SOFTWARE, timing="2"), entries("t::a", "t::b"))
+    assert bl.load(path, DEVICE["key"]).software["timing"] == "2"  # every entry re-recorded
+
+
 def test_schema_example_from_design_loads(tmp_path):
     path = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
     path.write_text(textwrap.dedent("""\
