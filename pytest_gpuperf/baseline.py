@@ -32,8 +32,6 @@ from typing import Any
 
 import yaml
 
-from .timing import oldest_version
-
 SCHEMA_VERSION = 1
 
 #: Keys kept per entry (everything else in a result record, e.g. the per-sample "data", stays out of
@@ -55,6 +53,7 @@ ENTRY_KEYS = (
     "peak_memory_bytes",
     "method",
     "cache",
+    "timing",
     "sm_clock_mhz",
     "throttle",
     "group",
@@ -167,18 +166,20 @@ def _with_median(entry: dict, median_ms: float) -> dict:
     return entry_from_result(out)
 
 
-def _how(entry: dict) -> tuple[str, str]:
-    """How an entry was measured: (timing method, cache mode); medians measured differently differ."""
-    return str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown")
+def _how(entry: dict) -> tuple[str, str, str]:
+    """How an entry was measured: (timing method, cache mode, timing version: "timing N", none
+    recorded being 1); medians measured differently differ."""
+    return (str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown"),
+            f"timing {entry.get('timing', 1)}")
 
 
 def combine(recordings: list[tuple[str, dict[str, dict]]],
             max_drift: float = MAX_DRIFT) -> tuple[dict[str, dict], list[str]]:
     """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
 
-    Per test, the recordings measured the way the newest one was (timing method and cache mode) are
-    combined: the entry takes the median of their medians, and `drift` becomes their range
-    (largest / smallest - 1), or the drift an input already carried if that is larger: drift is the
+    Per test, the recordings measured the way the newest one was (timing method, cache mode and
+    timing version) are combined: the entry takes the median of their medians, and `drift` becomes
+    their range (largest / smallest - 1), or the drift an input already carried if that is larger: drift is the
     largest run-to-run spread seen for the test, and only a merge of fresh recordings lowers it.
     Where the range exceeds `max_drift` the test really changed between recordings (or one
     recording is broken): the newest entry is kept as it is. Records that are not valid entries are
@@ -204,7 +205,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
         same = [e for _, e in recs if _how(e) == how]
         if len(same) < len(recs):
             others = sorted({"/".join(_how(e)) for _, e in recs if _how(e) != how})
-            notes.append(f"{name}: measured {', '.join(others)} (method/cache) in older recordings and "
+            notes.append(f"{name}: measured {', '.join(others)} (method/cache/timing) in older recordings and "
                          f"{'/'.join(how)} in {label}: only the {'/'.join(how)} ones are combined")
         medians = [e["median_ms"] for e in same]
         spread = max(medians) / min(medians) - 1.0
@@ -411,7 +412,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
     file raises BaselineError and is left untouched), keep the entries that were not run and replace
     the ones that were (a re-recorded entry keeps the drift learned for it, when measured the same
     way) -- or, with `keep_others` False, hold exactly `entries` --, update
-    device/software/recorded_at (the timing version stays the older one while entries of it are kept), write to a temporary file in the same directory and ``os.replace``
+    device/software/recorded_at, write to a temporary file in the same directory and ``os.replace``
     it over the old one. Safe for concurrent writers (threads, processes, pytest-xdist workers)."""
     from filelock import FileLock, Timeout
 
@@ -447,10 +448,6 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
                     entry["drift"] = before["drift"]
             merged = dict(previous) if keep_others else {}
             merged.update(entries)
-            versions = [(sw or {}).get("timing") for sw in (old.software if old else None, software)]
-            if old is not None and set(merged) - set(entries) and len({str(v or 1) for v in versions}) > 1:
-                # entries measured the older way stay in the file: it must not claim the newer way
-                software = dict(software or {}, timing=oldest_version(versions))
             recorded_at = _utc_now()
             text = _dump(device, software, recorded_at, merged)
             atomic_write_text(path, text, _file_mode(path))

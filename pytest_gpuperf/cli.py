@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .baseline import MAX_DRIFT, BaselineError, baseline_path
 from .compare import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
-from .timing import oldest_version
+from .timing import CUDA_METHODS, recorded_version
 
 EXIT_OK = 0
 EXIT_SLOWER = 1
@@ -65,6 +65,13 @@ def _cmd_compare(args) -> int:
         print(f"gpuperf: note: comparing different devices: {args.old} is {old_dev.get('key')}, "
               f"{args.new} is {new_dev.get('key')}", file=sys.stderr)
     old_map, new_map = _by_id(old), _by_id(new)
+    differ = sorted(k for k in old_map.keys() & new_map.keys() if old_map[k].get("method") in CUDA_METHODS
+                    and recorded_version(old_map[k]) != recorded_version(new_map[k]))
+    if differ:
+        first = differ[0]
+        print(f"gpuperf: note: {len(differ)} tests were timed with different timing versions on the two sides "
+              f"(e.g. {first}: {old_map[first].get('timing', 1)} in {args.old}, {new_map[first].get('timing', 1)} "
+              f"in {args.new}); their changes include the change of method", file=sys.stderr)
     recorded = {}  # without --threshold: the per-test threshold the plugin recorded, else the default
     if threshold is None:
         for key, rec in new_map.items():
@@ -164,7 +171,7 @@ def _cmd_merge(args) -> int:
     if out.exists() and not any(out.resolve() == Path(f).resolve() for f in args.files):
         raise _UsageError(f"{out}: exists and is not one of the inputs, whose entries would be lost; "
                           f"pass it as the first input to merge into it, or choose another output")
-    recordings, device, software, timings = [], None, {}, []
+    recordings, device, software = [], None, {}
     for f in args.files:
         dev, sw, records = load_recording(Path(f))
         if not dev or not dev.get("key"):
@@ -175,14 +182,8 @@ def _cmd_merge(args) -> int:
                               f"only recordings of one GPU model can be merged")
         device = dict(dev, peaks=merged_peaks((device or {}).get("peaks"), dev.get("peaks")))
         software = sw or software
-        timings.append(str((sw or {}).get("timing") or 1))  # none recorded: before versions were, 1
         recordings.append((f, _by_id(records)))
     entries, notes = baseline_mod.combine(recordings, max_drift)
-    if len(set(timings)) > 1:  # the merged file claims the oldest, so that runs against it say so
-        software = dict(software, timing=oldest_version(timings))
-        versions = ", ".join(sorted(set(timings)))
-        notes.append(f"the recordings were taken with timing versions {versions} (`software: timing`): their "
-                     f"differences are in the merged drift; the merged file records version {software['timing']}")
     baseline_mod.save(out, device, software, entries, keep_others=False)
     drifts = sorted(((e["drift"], name) for name, e in entries.items() if e.get("drift") is not None), reverse=True)
     print(f"gpuperf merge: {len(args.files)} recordings of {device['key']} -> {out}: {len(entries)} entries")

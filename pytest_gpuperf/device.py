@@ -146,8 +146,8 @@ def describe(index: int | None = None) -> dict[str, Any]:
 
 
 def software_versions() -> dict[str, str | None]:
-    """Versions that change what a kernel costs or how it reads: torch, triton, CUDA, driver, Python, this
-    plugin and its timing method (timing.TIMING_VERSION)."""
+    """Versions that change what a kernel costs: torch, triton, CUDA, driver, Python, this plugin (how
+    a result was timed is recorded per result: timing.TIMING_VERSION)."""
     return dict(_software_versions())
 
 
@@ -155,10 +155,8 @@ def software_versions() -> dict[str, str | None]:
 def _software_versions() -> dict[str, str | None]:
     """Read once per process: it imports triton and asks NVML, and the plugin needs it per test."""
     from . import __version__
-    from .timing import TIMING_VERSION
 
-    versions: dict[str, str | None] = {"gpuperf": __version__, "timing": str(TIMING_VERSION),
-                                       "python": platform.python_version()}
+    versions: dict[str, str | None] = {"gpuperf": __version__, "python": platform.python_version()}
     try:
         torch = _torch()
         versions["torch"] = torch.__version__

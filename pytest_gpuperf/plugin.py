@@ -21,7 +21,8 @@ import pytest
 from . import baseline as baseline_mod
 from . import compare
 from .device import Peaks, describe, has_cuda, merged_peaks, read_clocks, software_versions
-from .timing import Measurement, TimingConfig, cuda_sync_timer, iter_tensors, measure, version_note
+from .timing import (CUDA_METHODS, TIMING_VERSION, Measurement, TimingConfig, cuda_sync_timer, iter_tensors,
+                     measure, recorded_version, version_note)
 from .tolerance import is_nonnegative_number
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
@@ -242,6 +243,14 @@ class GpuPerf:
                 raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
             torch.cuda.set_device(index)
 
+    def stale_entries(self) -> list[str]:
+        """Baseline entries timed on the GPU with another timing version than this gpuperf's (none
+        recorded: version 1): comparisons against them see the change of method too."""
+        if self.baseline is None:
+            return []
+        return sorted(name for name, e in self.baseline.entries.items()
+                      if e.get("method") in CUDA_METHODS and version_note(recorded_version(e)))
+
     @property
     def baseline_path(self) -> Path:
         return baseline_mod.baseline_path(self.settings.baseline_dir, self.device["key"])
@@ -288,7 +297,10 @@ class GpuPerf:
         d, sw, s = self.device, software_versions(), self.settings
         clock = read_clocks(_current_index()).sm_clock_mhz
         base = self.baseline
-        stored = f"{self.baseline_path} ({len(base.entries)} entries)" if base else f"none yet at {self.baseline_path}"
+        stale = len(self.stale_entries())
+        stored = (f"{self.baseline_path} ({len(base.entries)} entries"
+                  + (f", {stale} measured with another timing version" if stale else "") + ")"
+                  if base else f"none yet at {self.baseline_path}")
         arch = f", sm_{d['capability'].replace('.', '')}, {d['sm_count']} SMs" if d.get("capability") else ""
         return [
             f"gpuperf: {d['name']} [{d['key']}]{arch}" + (f", SM clock {clock} MHz" if clock else "")
@@ -527,7 +539,7 @@ class GpuBenchmark:
             "stddev_ms": s.stddev_ms, "q1_ms": s.q1_ms, "q3_ms": s.q3_ms, "noise": s.noise,
             "ci_ms": list(s.ci_ms), "samples": s.samples, "gbps": gbps, "tflops": tflops, "pct_of_peak": pct,
             "bytes": nbytes, "flops": flops, "bound": bound, "peak_memory_bytes": m.peak_memory_bytes,
-            "method": m.method, "calls_per_sample": m.calls_per_sample, "cache": m.cache,
+            "method": m.method, "calls_per_sample": m.calls_per_sample, "cache": m.cache, "timing": TIMING_VERSION,
             "sm_clock_mhz": m.sm_clock_mhz, "throttle": m.throttle, "warnings": m.warnings,
             "wall_s": m.wall_s, "measured_s": m.measured_s, "data": m.samples_ms,
         }
@@ -609,12 +621,14 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--gpuperf on the CPU with -n {workers}: the workers time on shared cores, so each one's "
             "medians include the others' load and can fail the gate"), stacklevel=2)
     perf = GpuPerf(config, settings)
-    if perf.baseline is not None and settings.compare and controller:
-        note = version_note(perf.baseline.software.get("timing"))
-        if note:
-            config.issue_config_time_warning(pytest.PytestConfigWarning(
-                f"gpuperf: the baseline {perf.baseline_path} was {note}; record it again (--gpuperf-save) so "
-                "that both sides of a comparison are measured the same way"), stacklevel=2)
+    stale = perf.stale_entries()
+    if stale and settings.compare and controller:
+        oldest = min(stale, key=lambda name: recorded_version(perf.baseline.entries[name]) or 0)
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            f"gpuperf: {len(stale)} of {len(perf.baseline.entries)} entries of {perf.baseline_path} were measured "
+            f"another way than this gpuperf measures (e.g. {oldest}: "
+            f"{version_note(recorded_version(perf.baseline.entries[oldest]))}); their comparisons may show that "
+            "difference: record them again (--gpuperf-save)"), stacklevel=2)
     config.stash[_STATE] = perf
     config.pluginmanager.register(perf, "gpuperf-session")
 

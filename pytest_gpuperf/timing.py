@@ -39,17 +39,19 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from .device import SEVERE_THROTTLE, read_clocks
 
-# What a sample measures, versioned: a baseline taken with another version can read differently
-# for the same code, so the plugin says so (baselines record it under `software: timing`).
+# What a sample measures, versioned per result: an entry measured with another version can read
+# differently for the same code, so comparisons against it say so, and merges keep versions apart.
 TIMING_VERSION = 2
 TIMING_CHANGES = {
-    2: "CUDA event samples subtract a frame cost of 2·T1 - T2 (the latency of a kernel between events "
-       "included), no longer the empty event pair alone: they read ~1 µs less",
+    2: "CUDA event samples no longer include the ~1 µs latency of a kernel launched between two events "
+       "(they read the call as it runs in a stream, as graph replays do)",
 }
+# Methods whose samples a timing version changes: the CUDA ones (host clocks read the same way).
+CUDA_METHODS = ("events", "graph", "queued", "device-sync")
 
 # Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs, and a launch
 # costs several µs, so a few-µs kernel timed alone measures the launch.
@@ -78,29 +80,26 @@ FRAME_SPIN_MS = 0.005
 CPU_SAMPLE_S = 1e-4
 
 
-def version_note(recorded: Any) -> str | None:
-    """Why results taken with timing version `recorded` (a baseline's `software: timing`; missing: taken
-    before versions were recorded, i.e. version 1) may read differently from this version's, or None."""
+def recorded_version(entry: dict) -> int | None:
+    """The timing version an entry or result record was measured with: an entry without one was
+    measured before versions were recorded (1); None when the value is not a version number."""
+    value = entry.get("timing", 1)
     try:
-        old = 1 if recorded is None else int(recorded)
+        return int(value)
     except (TypeError, ValueError):
-        return f"taken with timing version {recorded!r}, which this gpuperf does not know (it measures with " \
-               f"{TIMING_VERSION})"
-    if old == TIMING_VERSION:
         return None
-    if old > TIMING_VERSION:
-        return f"taken with timing version {old}, newer than this gpuperf's {TIMING_VERSION}"
-    changes = "; ".join(TIMING_CHANGES[v] for v in range(old + 1, TIMING_VERSION + 1) if v in TIMING_CHANGES)
-    return f"taken with timing version {old}, and this gpuperf measures with {TIMING_VERSION}: {changes}"
 
 
-def oldest_version(recorded: Iterable[Any]) -> str:
-    """The oldest of some recorded timing versions (missing: 1; unknown values sort last): what a
-    file holding results of all of them can claim."""
-    def order(version: str) -> tuple[int, str]:
-        return (int(version), "") if version.isdigit() else (1 << 30, version)
-
-    return min((str(v if v is not None else 1) for v in recorded), key=order)
+def version_note(version: int | None) -> str | None:
+    """What differs between results measured with timing `version` and this gpuperf's, or None."""
+    if version == TIMING_VERSION:
+        return None
+    if version is None:
+        return f"an unknown timing version (this gpuperf measures with {TIMING_VERSION})"
+    if version > TIMING_VERSION:
+        return f"timing version {version}, newer than this gpuperf's {TIMING_VERSION}: upgrade pytest-gpuperf"
+    changes = "; ".join(TIMING_CHANGES[v] for v in range(version + 1, TIMING_VERSION + 1) if v in TIMING_CHANGES)
+    return f"timing version {version}, and this gpuperf measures with {TIMING_VERSION}: {changes}"
 
 
 @dataclass(frozen=True)

@@ -88,13 +88,13 @@ def test_merge_keeps_unrun_entries_and_replaces_run_ones(tmp_path):
     assert b.software["torch"] == "2.12.0" and b.device["peaks"] == {"copy_gbps": 3100.0}
 
 
-def test_a_partial_save_keeps_the_older_timing_version_while_its_entries_stay(tmp_path):
+def test_an_entry_re_recorded_with_another_timing_version_drops_its_drift(tmp_path):
     path = tmp_path / "b.yaml"
-    bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::b"))  # no version recorded: 1
-    bl.save(path, DEVICE, dict(SOFTWARE, timing="2"), entries("t::b"))
-    assert bl.load(path, DEVICE["key"]).software["timing"] == "1"  # t::a was measured the old way
-    bl.save(path, DEVICE, dict(SOFTWARE, timing="2"), entries("t::a", "t::b"))
-    assert bl.load(path, DEVICE["key"]).software["timing"] == "2"  # every entry re-recorded
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(entries("t::a")["t::a"], drift=0.05)})  # timing 1
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a"))  # measured the same way: the drift stays
+    assert bl.load(path, DEVICE["key"]).entries["t::a"]["drift"] == 0.05
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(entries("t::a")["t::a"], timing=2)})
+    assert "drift" not in bl.load(path, DEVICE["key"]).entries["t::a"]  # a change of method is no drift
 
 
 def test_schema_example_from_design_loads(tmp_path):
@@ -375,7 +375,8 @@ def test_combine_only_combines_recordings_of_the_newest_method():
     c = {"t::x": result("t::x", 1.12, method="graph")}
     out, notes = bl.combine([("a", a), ("b", b), ("c", c)])
     assert out["t::x"]["method"] == "graph" and out["t::x"]["median_ms"] == pytest.approx(1.11)
-    assert "measured events/cold (method/cache) in older recordings and graph/cold in c" in notes[0]
+    assert "measured events/cold/timing 1 (method/cache/timing) in older recordings and graph/cold/timing 1 in c" \
+        in notes[0]
 
 
 def test_combine_never_mixes_cold_and_warm_cache_recordings():

@@ -241,19 +241,19 @@ def test_merge_learns_drift_and_then_compare_is_quiet(files, capsys, tmp_path):
     assert run(["compare", str(files["old"]), str(later)], capsys)[0] == 1
 
 
-def test_merge_of_recordings_of_two_timing_versions_records_the_older(files, capsys, tmp_path):
-    """A merge of recordings measured two ways says so, and the merged file claims the older way, so
-    that a run against it warns until it is recorded again."""
+def test_merge_and_compare_keep_timing_versions_apart(files, capsys, tmp_path):
+    """Recordings of two timing versions are not combined (their difference is a change of method,
+    not drift), and compare says when its two sides were timed differently."""
     later = tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml"
-    bl.save(later, DEVICE, dict(SOFTWARE, timing="2"), {i: entry(m, 256 << 20) for i, m in zip(IDS, [0.1, 0.09, 0.085])})
+    bl.save(later, DEVICE, SOFTWARE, {i: dict(entry(m, 256 << 20), timing=2) for i, m in zip(IDS, [0.1, 0.0985, 0.085])})
     out = tmp_path / "merged.yaml"
     code, text, err = run(["merge", str(files["old"]), str(later), "-o", str(out)], capsys)
     assert code == 0, err
-    assert "note: the recordings were taken with timing versions 1, 2" in text
-    assert bl.load(out).software["timing"] == "1"
-    alone = tmp_path / "alone.yaml"
-    code, text, err = run(["merge", str(later), "-o", str(alone)], capsys)
-    assert code == 0 and "timing versions" not in text and bl.load(alone).software["timing"] == "2"
+    assert "events/cold/timing 1 (method/cache/timing) in older recordings" in text
+    merged = bl.load(out)
+    assert merged.entries[IDS[1]]["median_ms"] == pytest.approx(0.0985) and "drift" not in merged.entries[IDS[1]]
+    code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
+    assert "3 tests were timed with different timing versions" in err
 
 
 def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):

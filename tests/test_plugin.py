@@ -210,17 +210,22 @@ def test_save_then_compare_gates_a_real_slowdown(suite: pytest.Pytester, monkeyp
     no_compare.assert_outcomes(passed=2)
 
 
-def test_a_baseline_of_another_timing_version_is_named_in_a_warning(suite: pytest.Pytester) -> None:
+def test_entries_timed_with_another_timing_version_are_named_in_a_warning(suite: pytest.Pytester) -> None:
     suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=2)
-    current = suite.runpytest("--gpuperf", *FAST)
-    assert "timing version" not in current.stdout.str()
     path = next((suite.path / "baselines").glob("*.yaml"))
     stored = yaml.safe_load(path.read_text())
-    del stored["software"]["timing"]  # as recorded before versions were
+    assert {e["timing"] for e in stored["entries"].values()} == {2}
+    entry = stored["entries"]["test_scaled.py::test_fast"]
+    assert "timing version" not in suite.runpytest("--gpuperf", *FAST).stdout.str()
+    entry["method"] = "events"  # a CUDA entry timed before versions were recorded (1)
+    del entry["timing"]
     path.write_text(yaml.safe_dump(stored, sort_keys=False))
     older = suite.runpytest("--gpuperf", *FAST)
     older.assert_outcomes(passed=2)
-    older.stdout.fnmatch_lines([f"*the baseline *{path.name} was taken with timing version 1*record it again*"])
+    older.stdout.fnmatch_lines(["*1 measured with another timing version*",
+                                "*1 of 2 entries of *{path.name} were measured another way*test_fast: timing "
+                                "version 1*record them again*".replace("{path.name}", path.name)])
+    assert "measured another way" not in suite.runpytest("--gpuperf", "--gpuperf-no-compare", *FAST).stdout.str()
 
 
 def test_save_merges_and_keeps_entries_not_run(suite: pytest.Pytester) -> None:

@@ -181,11 +181,13 @@ def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim
     assert m.stats.samples >= TimingConfig.min_samples and len(m.batch_medians) >= TimingConfig.min_batches
 
 
-def test_version_note_says_what_changed_since_a_baselines_timing_version() -> None:
-    from pytest_gpuperf.timing import TIMING_VERSION, version_note
+def test_version_note_says_what_changed_since_an_entrys_timing_version() -> None:
+    from pytest_gpuperf.timing import TIMING_VERSION, recorded_version, version_note
 
-    assert version_note(str(TIMING_VERSION)) is None and version_note(TIMING_VERSION) is None
-    old = version_note(None)  # a baseline from before versions were recorded
-    assert old.startswith("taken with timing version 1") and "2·T1 - T2" in old
-    assert "newer" in version_note(TIMING_VERSION + 1)
-    assert "does not know" in version_note("fast")
+    assert recorded_version({}) == 1 and recorded_version({"timing": "2"}) == 2  # none recorded: 1
+    assert recorded_version({"timing": "fast"}) is None
+    assert version_note(TIMING_VERSION) is None
+    old = version_note(1)
+    assert old.startswith("timing version 1") and "latency of a kernel launched between two events" in old
+    assert "upgrade pytest-gpuperf" in version_note(TIMING_VERSION + 1)
+    assert "unknown timing version" in version_note(None)
