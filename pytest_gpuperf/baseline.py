@@ -32,6 +32,8 @@ from typing import Any
 
 import yaml
 
+from .timing import recorded_version, timed_on_gpu
+
 SCHEMA_VERSION = 1
 
 #: Keys kept per entry (everything else in a result record, e.g. the per-sample "data", stays out of
@@ -166,27 +168,33 @@ def _with_median(entry: dict, median_ms: float) -> dict:
     return entry_from_result(out)
 
 
-def _how(entry: dict) -> tuple[str, str, str]:
-    """How an entry was measured: (timing method, cache mode, timing version: "timing N", none
-    recorded being 1); medians measured differently differ."""
-    return (str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown"),
-            f"timing {entry.get('timing', 1)}")
+def _how(entry: dict) -> tuple[str, str]:
+    """How an entry was measured: (timing method, cache mode); medians measured differently differ."""
+    return str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown")
+
+
+def _version(entry: dict) -> int | None:
+    """The timing version that matters for an entry's median: its own for GPU-timed entries (and
+    entries that do not say how they were timed), None for host clocks, which versions do not change."""
+    return recorded_version(entry) if timed_on_gpu(entry) else None
 
 
 def combine(recordings: list[tuple[str, dict[str, dict]]],
             max_drift: float = MAX_DRIFT) -> tuple[dict[str, dict], list[str]]:
     """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
 
-    Per test, the recordings measured the way the newest one was (timing method, cache mode and
-    timing version) are combined: the entry takes the median of their medians, and `drift` becomes
-    their range (largest / smallest - 1), or the drift an input already carried if that is larger: drift is the
-    largest run-to-run spread seen for the test, and only a merge of fresh recordings lowers it.
+    Per test, the recordings measured the way the newest one was (timing method and cache mode) are
+    combined: the entry takes the median of the medians of those of its timing version, and `drift`
+    becomes their range (largest / smallest - 1), or the drift an input of that method and cache
+    already carried if that is larger: drift is the largest run-to-run spread seen for the test, and
+    only a merge of fresh recordings lowers it.
     Where the range exceeds `max_drift` the test really changed between recordings (or one
     recording is broken): the newest entry is kept as it is. Records that are not valid entries are
     left out. Returns (entries, notes): a note for each test not combined as a whole."""
     ids = sorted({name for _, entries in recordings for name in entries})
     out: dict[str, dict] = {}
     notes: list[str] = []
+    older_versions: list[str] = []
     for name in ids:
         recs = []
         for label, entries in recordings:
@@ -202,11 +210,16 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             continue
         label, newest = recs[-1]
         how = _how(newest)
-        same = [e for _, e in recs if _how(e) == how]
-        if len(same) < len(recs):
+        same_how = [e for _, e in recs if _how(e) == how]
+        if len(same_how) < len(recs):
             others = sorted({"/".join(_how(e)) for _, e in recs if _how(e) != how})
-            notes.append(f"{name}: measured {', '.join(others)} (method/cache/timing) in older recordings and "
+            notes.append(f"{name}: measured {', '.join(others)} (method/cache) in older recordings and "
                          f"{'/'.join(how)} in {label}: only the {'/'.join(how)} ones are combined")
+        # Medians of another timing version differ by the change of method, which is not drift; the
+        # drift they learned (a relative run-to-run spread) still holds.
+        same = [e for e in same_how if _version(e) == _version(newest)]
+        if len(same) < len(same_how):
+            older_versions.append(name)
         medians = [e["median_ms"] for e in same]
         spread = max(medians) / min(medians) - 1.0
         if spread > max_drift:
@@ -216,11 +229,15 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             out[name] = newest
             continue
         entry = _with_median(newest, statistics.median(medians))
-        drift = max([spread] + [e["drift"] for e in same if _is_number(e.get("drift"))])
+        drift = max([spread] + [e["drift"] for e in same_how if _is_number(e.get("drift"))])
         entry.pop("drift", None)
         if drift > 0:
             entry["drift"] = _round(drift)
         out[name] = entry
+    if older_versions:
+        notes.append(f"{len(older_versions)} tests (e.g. {older_versions[0]}) were also recorded with an older "
+                     f"timing version: only the newest version's medians are combined, the drift learned from "
+                     f"the older ones is kept")
     return out, notes
 
 
@@ -236,6 +253,10 @@ def _entry_problem(entry: Any) -> str | None:
             value = entry[key]
             if not _is_number(value) or not math.isfinite(value) or value < 0:
                 return f"{key} must be a non-negative number or null, got {value!r}"
+    if "timing" in entry and not (isinstance(entry["timing"], int) and entry["timing"] >= 1
+                                  or isinstance(entry["timing"], str) and entry["timing"].isdigit()
+                                  and int(entry["timing"]) >= 1):
+        return f"timing must be a timing version (a positive integer), got {entry['timing']!r}"
     samples = entry.get("samples")
     if samples is not None and samples < 1:
         return f"samples must be >= 1, got {samples!r}"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .baseline import MAX_DRIFT, BaselineError, baseline_path
 from .compare import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
-from .timing import CUDA_METHODS, recorded_version
+from .timing import recorded_version, timed_on_gpu
 
 EXIT_OK = 0
 EXIT_SLOWER = 1
@@ -65,13 +65,14 @@ def _cmd_compare(args) -> int:
         print(f"gpuperf: note: comparing different devices: {args.old} is {old_dev.get('key')}, "
               f"{args.new} is {new_dev.get('key')}", file=sys.stderr)
     old_map, new_map = _by_id(old), _by_id(new)
-    differ = sorted(k for k in old_map.keys() & new_map.keys() if old_map[k].get("method") in CUDA_METHODS
+    differ = sorted(k for k in old_map.keys() & new_map.keys() if timed_on_gpu(old_map[k]) | timed_on_gpu(new_map[k])
                     and recorded_version(old_map[k]) != recorded_version(new_map[k]))
     if differ:
         first = differ[0]
-        print(f"gpuperf: note: {len(differ)} tests were timed with different timing versions on the two sides "
-              f"(e.g. {first}: {old_map[first].get('timing', 1)} in {args.old}, {new_map[first].get('timing', 1)} "
-              f"in {args.new}); their changes include the change of method", file=sys.stderr)
+        print(f"gpuperf: note: {len(differ)} test(s) were timed with different timing versions on the two sides "
+              f"(e.g. {first}: version {recorded_version(old_map[first])} in {args.old}, "
+              f"{recorded_version(new_map[first])} in {args.new}); their changes include that of the timing "
+              f"method", file=sys.stderr)
     recorded = {}  # without --threshold: the per-test threshold the plugin recorded, else the default
     if threshold is None:
         for key, rec in new_map.items():

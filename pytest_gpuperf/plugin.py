@@ -21,8 +21,8 @@ import pytest
 from . import baseline as baseline_mod
 from . import compare
 from .device import Peaks, describe, has_cuda, merged_peaks, read_clocks, software_versions
-from .timing import (CUDA_METHODS, TIMING_VERSION, Measurement, TimingConfig, cuda_sync_timer, iter_tensors,
-                     measure, recorded_version, version_note)
+from .timing import (TIMING_VERSION, Measurement, TimingConfig, cuda_sync_timer, iter_tensors, measure,
+                     recorded_version, timed_on_gpu, version_note)
 from .tolerance import is_nonnegative_number
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
@@ -249,7 +249,7 @@ class GpuPerf:
         if self.baseline is None:
             return []
         return sorted(name for name, e in self.baseline.entries.items()
-                      if e.get("method") in CUDA_METHODS and version_note(recorded_version(e)))
+                      if timed_on_gpu(e) and version_note(recorded_version(e)))
 
     @property
     def baseline_path(self) -> Path:
@@ -623,12 +623,15 @@ def pytest_configure(config: pytest.Config) -> None:
     perf = GpuPerf(config, settings)
     stale = perf.stale_entries()
     if stale and settings.compare and controller:
-        oldest = min(stale, key=lambda name: recorded_version(perf.baseline.entries[name]) or 0)
+        versions = {name: recorded_version(perf.baseline.entries[name]) for name in stale}
+        newer = [name for name, v in versions.items() if v is not None and v > TIMING_VERSION]
+        example = newer[0] if newer else stale[0]
+        advice = ("upgrade pytest-gpuperf to compare against them" if newer else
+                  "their comparisons include that difference: record them again (--gpuperf-save)")
         config.issue_config_time_warning(pytest.PytestConfigWarning(
-            f"gpuperf: {len(stale)} of {len(perf.baseline.entries)} entries of {perf.baseline_path} were measured "
-            f"another way than this gpuperf measures (e.g. {oldest}: "
-            f"{version_note(recorded_version(perf.baseline.entries[oldest]))}); their comparisons may show that "
-            "difference: record them again (--gpuperf-save)"), stacklevel=2)
+            f"gpuperf: {len(stale)} of {len(perf.baseline.entries)} entries of {perf.baseline_path} were timed "
+            f"with another timing version (e.g. {example}: {version_note(versions[example])}); {advice}"),
+            stacklevel=2)
     config.stash[_STATE] = perf
     config.pluginmanager.register(perf, "gpuperf-session")
 

@@ -90,6 +90,12 @@ def recorded_version(entry: dict) -> int | None:
         return None
 
 
+def timed_on_gpu(entry: dict) -> bool:
+    """Whether a timing version applies to an entry: GPU-timed, or not saying how it was timed (as
+    entries recorded before versions were may not)."""
+    return entry.get("method") in CUDA_METHODS or not entry.get("method")
+
+
 def version_note(version: int | None) -> str | None:
     """What differs between results measured with timing `version` and this gpuperf's, or None."""
     if version == TIMING_VERSION:

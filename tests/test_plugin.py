@@ -215,17 +215,24 @@ def test_entries_timed_with_another_timing_version_are_named_in_a_warning(suite:
     path = next((suite.path / "baselines").glob("*.yaml"))
     stored = yaml.safe_load(path.read_text())
     assert {e["timing"] for e in stored["entries"].values()} == {2}
-    entry = stored["entries"]["test_scaled.py::test_fast"]
-    assert "timing version" not in suite.runpytest("--gpuperf", *FAST).stdout.str()
-    entry["method"] = "events"  # a CUDA entry timed before versions were recorded (1)
-    del entry["timing"]
-    path.write_text(yaml.safe_dump(stored, sort_keys=False))
-    older = suite.runpytest("--gpuperf", *FAST)
-    older.assert_outcomes(passed=2)
-    older.stdout.fnmatch_lines(["*1 measured with another timing version*",
-                                "*1 of 2 entries of *{path.name} were measured another way*test_fast: timing "
-                                "version 1*record them again*".replace("{path.name}", path.name)])
-    assert "measured another way" not in suite.runpytest("--gpuperf", "--gpuperf-no-compare", *FAST).stdout.str()
+
+    def run_with(**changes) -> str:
+        entry = dict(stored["entries"]["test_scaled.py::test_fast"], **changes)
+        entry = {k: v for k, v in entry.items() if v is not None}
+        path.write_text(yaml.safe_dump(dict(stored, entries=dict(stored["entries"], **{"test_scaled.py::test_fast": entry})),
+                                       sort_keys=False))
+        result = suite.runpytest("--gpuperf", *FAST)
+        result.assert_outcomes(passed=2)
+        return result.stdout.str()
+
+    assert "timing version" not in run_with(timing=None)  # host clocks: versions change nothing
+    older = run_with(timing=None, method="events")  # a GPU entry timed before versions were recorded (1)
+    assert "(2 entries, 1 measured with another timing version)" in older
+    assert (f"1 of 2 entries of {path} were timed with another timing version (e.g. test_scaled.py::test_fast: "
+            "timing version 1, and this gpuperf measures with 2") in " ".join(older.split())
+    assert "record them again (--gpuperf-save)" in older
+    assert "upgrade pytest-gpuperf" in run_with(timing=3, method="events")
+    assert "were timed with another" not in suite.runpytest("--gpuperf", "--gpuperf-no-compare", *FAST).stdout.str()
 
 
 def test_save_merges_and_keeps_entries_not_run(suite: pytest.Pytester) -> None:
