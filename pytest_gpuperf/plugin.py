@@ -627,7 +627,9 @@ def pytest_configure(config: pytest.Config) -> None:
         newer = [name for name, v in versions.items() if v is not None and v > TIMING_VERSION]
         example = newer[0] if newer else stale[0]
         advice = ("upgrade pytest-gpuperf to compare against them" if newer else
-                  "their comparisons include that difference: record them again (--gpuperf-save)")
+                  "their comparisons include that difference" + (
+                      "; this run's --gpuperf-save records the tests it runs anew" if settings.save
+                      else ": record them again (--gpuperf-save)"))
         config.issue_config_time_warning(pytest.PytestConfigWarning(
             f"gpuperf: {len(stale)} of {len(perf.baseline.entries)} entries of {perf.baseline_path} were timed "
             f"with another timing version (e.g. {example}: {version_note(versions[example])}); {advice}"),

@@ -213,6 +213,18 @@ def test_device_failure_is_one_line(capsys, monkeypatch):
     assert code == 2 and "driver not loaded" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_closed_output_pipe_is_no_error(tmp_path):
+    """`gpuperf show FILE | head`: the reader closing the pipe early ends the command quietly."""
+    exe = Path(sys.executable).parent / "gpuperf"
+    if not exe.exists():
+        pytest.skip("the gpuperf console script is not installed (pip install -e .)")
+    big = tmp_path / "nvidia-h100-80gb-hbm3.yaml"  # more than a pipe's buffer of table
+    bl.save(big, DEVICE, SOFTWARE, {f"t.py::test_{i}[case-{i}]": entry(0.1) for i in range(3000)})
+    proc = subprocess.run(f"'{exe}' show '{big}' | head -1", shell=True, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.strip() and "Error" not in proc.stderr, proc.stderr
+
+
 def test_installed_console_script(files):
     exe = Path(sys.executable).parent / "gpuperf"
     if not exe.exists():
