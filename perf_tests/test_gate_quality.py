@@ -41,9 +41,17 @@ def _record(fn, config: TimingConfig) -> dict:
             "ci_ms": list(m.stats.ci_ms), "sm_clock_mhz": m.sm_clock_mhz}
 
 
-def _judged(base: dict, make_now, threshold: float, retries: int) -> str:
+def _judged(base: dict, make_now, threshold: float, retries: int) -> compare.Verdict:
     """The plugin's rule: judge, re-measure a suspect result up to `retries` times, keep the best run."""
-    return compare.remeasure_while_suspect(base, lambda: (make_now(), None), threshold, retries)[2].time
+    return compare.remeasure_while_suspect(base, lambda: (make_now(), None), threshold, retries)[2]
+
+
+def _spread(verdicts: list[compare.Verdict]) -> str:
+    """Median measured change and median noise bound of some verdicts: why they came out as they did."""
+    changes = [v.change for v in verdicts if v.change is not None]
+    bounds = [v.noise_bound for v in verdicts if v.noise_bound is not None]
+    return (f"median change {statistics.median(changes):+.1%}, median bound ±{statistics.median(bounds):.1%}"
+            if changes and bounds else "no bounds")
 
 
 def _softmax():
@@ -78,22 +86,26 @@ def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None
         return run
 
     pairs = list(itertools.combinations(unchanged, 2))
-    alarms = sum(_judged(a, lambda b=b: b, THRESHOLD, retries) == "slower" for a, b in pairs)
-    rows = [f"  {request.node.callspec.id}: base {base_ms * 1e3:.1f} us, threshold {THRESHOLD:.0%}: "
-            f"false alarms {alarms}/{len(pairs)}"]
-    caught = {}
+    quiet = [_judged(a, lambda b=b: b, THRESHOLD, retries) for a, b in pairs]
+    alarms = sum(v.time == "slower" for v in quiet)
+    clocks = sorted({r["sm_clock_mhz"] for r in unchanged if r["sm_clock_mhz"]})
+    rows = [f"  {request.node.callspec.id}: base {base_ms * 1e3:.1f} us (SM clocks {clocks} MHz), threshold "
+            f"{THRESHOLD:.0%}: false alarms {alarms}/{len(pairs)} ({_spread(quiet)})"]
+    caught, bounds = {}, {}
     for fraction in SLOWDOWNS:
         slow_fn = slowed(fraction)
         verdicts = [_judged(unchanged[i % UNCHANGED_RUNS], lambda: _record(slow_fn, config), THRESHOLD, retries)
                     for i in range(TRIALS)]
-        caught[fraction] = verdicts.count("slower")
+        times = [v.time for v in verdicts]
+        caught[fraction] = times.count("slower")
+        bounds[fraction] = [(v.change, v.noise_bound) for v in verdicts]
         rows.append(f"    +{fraction:.0%}: slower {caught[fraction]}/{TRIALS}  "
-                    f"({', '.join(f'{v} {verdicts.count(v)}' for v in sorted(set(verdicts)))})")
+                    f"({', '.join(f'{v} {times.count(v)}' for v in sorted(set(times)))}; {_spread(verdicts)})")
     with capsys.disabled():
         print("\n" + "\n".join(rows))
     if os.environ.get("GPUPERF_SELFCHECK_DIR"):  # raw records, to study the decision rule offline
         path = Path(os.environ["GPUPERF_SELFCHECK_DIR"]) / f"gate-{request.node.callspec.id}.json"
-        path.write_text(json.dumps({"unchanged": unchanged, "caught": caught}))
+        path.write_text(json.dumps({"unchanged": unchanged, "caught": caught, "change_and_bound": bounds}))
     assert alarms <= len(pairs) // 100
     assert caught[0.05] >= 0.95 * TRIALS
     assert caught[0.10] == TRIALS and caught[0.20] == TRIALS
