@@ -253,9 +253,7 @@ def _entry_problem(entry: Any) -> str | None:
             value = entry[key]
             if not _is_number(value) or not math.isfinite(value) or value < 0:
                 return f"{key} must be a non-negative number or null, got {value!r}"
-    if "timing" in entry and not (isinstance(entry["timing"], int) and entry["timing"] >= 1
-                                  or isinstance(entry["timing"], str) and entry["timing"].isdigit()
-                                  and int(entry["timing"]) >= 1):
+    if "timing" in entry and recorded_version(entry) is None:
         return f"timing must be a timing version (a positive integer), got {entry['timing']!r}"
     samples = entry.get("samples")
     if samples is not None and samples < 1:

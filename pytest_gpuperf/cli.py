@@ -65,7 +65,8 @@ def _cmd_compare(args) -> int:
         print(f"gpuperf: note: comparing different devices: {args.old} is {old_dev.get('key')}, "
               f"{args.new} is {new_dev.get('key')}", file=sys.stderr)
     old_map, new_map = _by_id(old), _by_id(new)
-    differ = sorted(k for k in old_map.keys() & new_map.keys() if timed_on_gpu(old_map[k]) | timed_on_gpu(new_map[k])
+    differ = sorted(k for k in old_map.keys() & new_map.keys()
+                    if (timed_on_gpu(old_map[k]) or timed_on_gpu(new_map[k]))
                     and recorded_version(old_map[k]) != recorded_version(new_map[k]))
     if differ:
         first = differ[0]

@@ -21,8 +21,9 @@ The rules (each one a trap seen in practice):
   only lengthen them.
 - What a frame adds to a call is subtracted from every sample: the event pair (~1.3 µs on an H100)
   and the latency of a kernel launched behind an event and waited for by the next one (another
-  ~1 µs on an H100, ~2 µs on an H200). A kernel back to back with others in a stream does not pay that latency, only the
-  short gap the GPU leaves between dependent kernels (0.2-0.7 µs), so the frame cost is taken as
+  ~1 µs on an H100, ~2 µs on an H200). A kernel back to back with others in a stream does not pay
+  that latency, only the short gap the GPU leaves between dependent kernels (0.2-0.7 µs), so the
+  frame cost is taken as
   what one short spin costs in a frame beyond what a second spin behind it adds (2 T1 - T2): a
   sample then reads the call as it runs in a stream, as a graph replay does, and both methods
   agree. Subtracting only the empty pair read a 40 µs kernel 5% above CUPTI's duration.
@@ -82,12 +83,12 @@ CPU_SAMPLE_S = 1e-4
 
 def recorded_version(entry: dict) -> int | None:
     """The timing version an entry or result record was measured with: an entry without one was
-    measured before versions were recorded (1); None when the value is not a version number."""
+    measured before versions were recorded (1); None when the value is not a version number (a
+    positive integer, or its digits as a string)."""
     value = entry.get("timing", 1)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
 def timed_on_gpu(entry: dict) -> bool:
@@ -450,8 +451,8 @@ class _CudaTimer:
         The GPU cost is 2 T1 - T2, T1 and T2 being a frame around one short spin and around two
         back to back (alternating in one batch): the pair, and the latency of a kernel between
         events, less the gap a kernel behind another leaves (see the module docstring); outside
-        [empty pair, T1] it cannot be right, and the empty pair's cost stands in. The host cost (tens of µs on an H100
-        host, against a ~33 µs flush) decides, with the call's own launches, whether one spin per
+        [empty pair, T1] it cannot be right, and the empty pair's cost stands in. The host cost
+        (tens of µs on an H100 host, against a ~33 µs flush) decides, with the call's own launches, whether one spin per
         batch keeps the device busy: forced to events with the device idling between samples, a
         3.6 µs kernel's samples read 21 µs on an H100, against 6 µs behind a spin that covered the
         whole batch."""

@@ -108,7 +108,7 @@ def test_combine_keeps_timing_versions_apart_but_keeps_their_drift():
     assert out["t::a"]["median_ms"] == pytest.approx(1.05)
 
 
-@pytest.mark.parametrize("timing", ["fast", 0, -1, 2.5, None])
+@pytest.mark.parametrize("timing", ["fast", 0, -1, 2.5, None, True])
 def test_a_timing_that_is_no_version_is_refused(tmp_path, timing):
     with pytest.raises(bl.BaselineError, match="timing must be a timing version"):
         bl.save(tmp_path / "b.yaml", DEVICE, SOFTWARE, {"t::a": dict(entries("t::a")["t::a"], timing=timing)})
