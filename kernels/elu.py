@@ -58,16 +58,15 @@ def _elu_f32(x, alpha):
 
 
 @triton.jit
-def _elu_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr, EVEN: tl.constexpr, INT64: tl.constexpr):
-    common.elementwise_block(x_ptr, y_ptr, n, _elu_f32, alpha, BLOCK, EVEN, INT64)
+def _elu_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr, EVEN: tl.constexpr, INT64: tl.constexpr,
+                EVICT: tl.constexpr):
+    common.elementwise_block(x_ptr, y_ptr, n, _elu_f32, alpha, BLOCK, EVEN, INT64, EVICT)
 
 
-elementwise_config = common.elementwise_config  # (BLOCK, num_warps): 32 KiB per program, 8 warps
-
-
-def triton_elu(x: torch.Tensor, *, block: int | None = None, num_warps: int | None = None) -> torch.Tensor:
-    dblock, dwarps = elementwise_config(x.numel(), x.element_size())
-    return common.launch_elementwise(_elu_kernel, x, ALPHA, block=block or dblock, num_warps=num_warps or dwarps)
+def triton_elu(x: torch.Tensor, *, block: int | None = None, num_warps: int | None = None,
+               evict: str = "") -> torch.Tensor:
+    """`block`, `num_warps`, `evict`: launch overrides for tuning (common.launch_elementwise)."""
+    return common.launch_elementwise(_elu_kernel, x, ALPHA, block=block, num_warps=num_warps, evict=evict)
 
 
 # --- CUDA C++ ----------------------------------------------------------------------------------

@@ -85,25 +85,16 @@ def _gelu_f32(x, TANH: tl.constexpr):
 
 @triton.jit
 def _gelu_kernel(x_ptr, y_ptr, n, TANH: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
-                 INT64: tl.constexpr):
-    common.elementwise_block(x_ptr, y_ptr, n, _gelu_f32, TANH, BLOCK, EVEN, INT64)
-
-
-def elementwise_config(n: int, element_size: int, approximate: str = "tanh") -> tuple[int, int]:
-    """(BLOCK, num_warps). tanh form: 32 KiB of input per program (8 KiB for tiny tensors) on 8
-    warps. erf form: erf's arithmetic is what limits, and fewer elements per thread win: 8 KiB
-    per program on 4 warps. Measured on the H100 at 16384^2 (ms): erf fp32 0.723 with this
-    against 0.831 with the tanh form's config; erf bf16 0.386 against 0.414 (copy: 0.709 / 0.354)."""
-    if approximate == "erf":
-        return 8192 // element_size, 4
-    return common.elementwise_config(n, element_size)
+                 INT64: tl.constexpr, EVICT: tl.constexpr):
+    common.elementwise_block(x_ptr, y_ptr, n, _gelu_f32, TANH, BLOCK, EVEN, INT64, EVICT)
 
 
 def triton_gelu(x: torch.Tensor, approximate: str = "tanh", *, block: int | None = None,
-                num_warps: int | None = None) -> torch.Tensor:
+                num_warps: int | None = None, evict: str = "") -> torch.Tensor:
+    """`block`, `num_warps`, `evict`: launch overrides for tuning (common.launch_elementwise); both
+    forms share the defaults (the erf form's arithmetic hides behind 4 KiB programs on 4 warps too)."""
     _check(approximate)
-    dblock, dwarps = elementwise_config(x.numel(), x.element_size(), approximate)
-    return common.launch_elementwise(_gelu_kernel, x, block=block or dblock, num_warps=num_warps or dwarps,
+    return common.launch_elementwise(_gelu_kernel, x, block=block, num_warps=num_warps, evict=evict,
                                      TANH=approximate == "tanh")
 
 

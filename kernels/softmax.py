@@ -70,17 +70,20 @@ MAX_ROW_BLOCK = 16384  # longest row kept whole in one program's registers
 
 @triton.jit
 def _softmax_rows_kernel(x_ptr, y_ptr, rows, cols, num_programs, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr, ITERS: tl.constexpr):
+                         BLOCK_N: tl.constexpr, ITERS: tl.constexpr, LOOP_STAGES: tl.constexpr,
+                         EVICT: tl.constexpr):
     """Rows that fit in BLOCK_N: BLOCK_M rows per step, each program striding over row blocks
-    (ITERS steps, 1 unless the grid is persistent; the row mask covers a step past the end)."""
+    (ITERS steps, 1 unless the grid is persistent; the row mask covers a step past the end).
+    LOOP_STAGES > 1 pipelines a persistent program's loop: the next rows load while these reduce.
+    EVICT: the loads' eviction policy ("" for none)."""
     pid = tl.program_id(0)
     offs_n = tl.arange(0, BLOCK_N)
     col_mask = offs_n < cols
-    for i in tl.range(0, ITERS):
+    for i in tl.range(0, ITERS, num_stages=LOOP_STAGES):
         offs_m = (pid + i * num_programs) * BLOCK_M + tl.arange(0, BLOCK_M)
         offsets = offs_m.to(tl.int64)[:, None] * cols + offs_n[None, :]
         mask = (offs_m[:, None] < rows) & col_mask[None, :]
-        x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+        x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf"), eviction_policy=EVICT)
         x = x.to(tl.float32)
         # A row of all -inf gives NaN here (-inf - -inf), as in the reference.
         e = tl.exp(x - tl.max(x, axis=1)[:, None])
@@ -102,10 +105,13 @@ def _rescale(m, m_new):
 
 @triton.jit
 def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPLITS: tl.constexpr,
-                         SPLITS_POW2: tl.constexpr, TILES: tl.constexpr, BLOCK: tl.constexpr):
+                         SPLITS_POW2: tl.constexpr, TILES: tl.constexpr, BLOCK: tl.constexpr,
+                         KEEP: tl.constexpr, DROP: tl.constexpr):
     """Rows longer than a block. Program (row, s) owns columns [s*slice_len, (s+1)*slice_len),
     TILES tiles of BLOCK. TILES == 1 keeps the tile in registers (one read); otherwise an online
-    pass over the tiles, then a second pass that re-reads them (from L2) to write."""
+    pass over the tiles, then a second pass that re-reads them (from L2) to write. KEEP / DROP:
+    the eviction policies of the first pass's loads (which the second pass wants in L2) and of the
+    second's ("" for none)."""
     pid = tl.program_id(0)
     row = pid // SPLITS
     split = pid % SPLITS
@@ -127,7 +133,7 @@ def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPL
         for t in range(TILES):
             c = t * BLOCK + offs
             cmask = (start + c < cols) & (c < slice_len)
-            x = tl.load(x_row + start + c, mask=cmask, other=-float("inf")).to(tl.float32)
+            x = tl.load(x_row + start + c, mask=cmask, other=-float("inf"), eviction_policy=KEEP).to(tl.float32)
             m_new = tl.maximum(m_vec, x)
             s_vec = s_vec * _rescale(m_vec, m_new) + _exp_shift(x, m_new)
             m_vec = m_new
@@ -168,7 +174,7 @@ def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPL
         for t in range(TILES):
             c = t * BLOCK + offs
             cmask = (start + c < cols) & (c < slice_len)
-            x = tl.load(x_row + start + c, mask=cmask, other=-float("inf")).to(tl.float32)
+            x = tl.load(x_row + start + c, mask=cmask, other=-float("inf"), eviction_policy=DROP).to(tl.float32)
             y = _exp_shift(x, m_row) * inv
             tl.store(y_row + start + c, y.to(y_ptr.dtype.element_ty), mask=cmask)
 
@@ -200,7 +206,8 @@ def rows_config(rows: int, cols: int, sms: int, programs_per_sm: int = 0) -> dic
     num_warps = 16 if block_n >= 8192 else 8 if block_n >= 2048 else 4
     row_blocks = triton.cdiv(rows, block_m)
     programs = min(row_blocks, sms * programs_per_sm) if programs_per_sm else row_blocks
-    return dict(BLOCK_M=block_m, BLOCK_N=block_n, programs=programs, num_warps=num_warps, num_stages=1)
+    return dict(BLOCK_M=block_m, BLOCK_N=block_n, programs=programs, num_warps=num_warps, num_stages=1,
+                loop_stages=1, evict="")
 
 
 def long_config(rows: int, cols: int, sms: int, interpreting: bool) -> dict:
@@ -217,7 +224,7 @@ def long_config(rows: int, cols: int, sms: int, interpreting: bool) -> dict:
     slice_len = block * tiles if splits > 1 else slice_len
     splits = triton.cdiv(cols, slice_len)  # no empty slices
     num_warps = 8 if block >= 4096 else 4
-    return dict(splits=splits, slice_len=slice_len, tiles=tiles, block=block, num_warps=num_warps)
+    return dict(splits=splits, slice_len=slice_len, tiles=tiles, block=block, num_warps=num_warps, keep="", drop="")
 
 
 def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
@@ -236,14 +243,14 @@ def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tens
         _softmax_rows_kernel[(cfg["programs"],)](
             x, y, rows, cols, cfg["programs"], BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
             ITERS=triton.cdiv(triton.cdiv(rows, cfg["BLOCK_M"]), cfg["programs"]), num_warps=cfg["num_warps"],
-            num_stages=cfg["num_stages"])
+            LOOP_STAGES=cfg["loop_stages"], EVICT=cfg["evict"], num_stages=cfg["num_stages"])
         return y
     cfg = config or long_config(rows, cols, sms, _interpreting())
     part, count = _workspace(x.device, rows * cfg["splits"], rows)
     _softmax_long_kernel[(rows * cfg["splits"],)](
         x, y, part, count, cols, cfg["slice_len"], SPLITS=cfg["splits"],
         SPLITS_POW2=triton.next_power_of_2(cfg["splits"]), TILES=cfg["tiles"], BLOCK=cfg["block"],
-        num_warps=cfg["num_warps"])
+        KEEP=cfg["keep"], DROP=cfg["drop"], num_warps=cfg["num_warps"])
     return y
 
 
