@@ -4,14 +4,19 @@ A test is ``slower`` only when its slowdown is beyond the noise bound (the chang
 the two sides can explain: the slowdown is real) and the slowdown may be as large as the threshold
 (default 5%): the measured change, plus its uncertainty, reaches the threshold. The noise bound is
 
-    noise_bound = sqrt(h_base**2 + h_now**2) + NOISE_FLOOR + NOISE_FLOOR_MS / base_ms
-                  + drift + clock change (compute-bound calls only)
+    noise_bound = sqrt(h_base**2 + h_now**2) + NOISE_FLOOR + NOISE_FLOOR_MS / base_ms + drift
 
 where h is the relative half-width of one side's 95% confidence interval of its median ("ci_ms"
 when the record has it, else the normal approximation Z * 1.2533 * noise / sqrt(samples)), the
 floors cover the run-to-run variation (clocks, power, thermal state, placement) that no within-run
 statistic can see, and drift is the run-to-run variation measured for this very test: the range of
 its medians over the recordings that `gpuperf merge` combined into the baseline entry.
+
+The SM clock NVML reports is shown in the message but is not part of the bound: over 16 runs of a
+bf16 matmul 4096 on one H100 the clock (read as each batch ended) was 1545-1770 MHz, 14% apart,
+while the medians spread 3.3%,
+and time x clock spread 12.5%: the sampled clock does not explain the time, and adding its change
+to the bound hid 5% slowdowns (3 of 20 caught) behind bounds of 6-14%.
 
 Verdicts (for time; memory uses the same words):
   slower   change > noise_bound and change + min(noise_bound, MARGIN_SHARE * threshold) >= threshold:
@@ -128,18 +133,6 @@ def relative_halfwidth(record: dict) -> float:
     return Z * MEDIAN_SE_FACTOR * noise / math.sqrt(max(samples, 1.0))
 
 
-def clock_change(base: dict, now: dict) -> float:
-    """|relative SM clock change| between the two runs (0 when either is unknown).
-
-    A compute-bound kernel's time follows the SM clock, which power management moves by 10% and more
-    between runs (bf16 matmul on an H100: 1380-1680 MHz under the power cap); a change that the clock
-    change can explain is not evidence of a regression."""
-    if now.get("bound") == "memory":  # a memory-bound kernel's time doesn't follow the SM clock
-        return 0.0
-    b, n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
-    return abs(n / b - 1.0) if b and n and b > 0 else 0.0
-
-
 def _floors(base: dict, now: dict) -> float:
     """The run-to-run floors (relative and absolute) plus the drift measured for this test."""
     base_ms = as_number(base.get("median_ms")) or 0.0
@@ -149,8 +142,7 @@ def _floors(base: dict, now: dict) -> float:
 
 def fixed_bound(base: dict, now: dict) -> float:
     """The part of the noise bound that no re-measurement of `now` can shrink: the floors, the drift
-    and the baseline's own CI half-width. (Not the clock change: a re-measurement at another clock
-    changes it.)"""
+    and the baseline's own CI half-width."""
     return relative_halfwidth(base) + _floors(base, now)
 
 
@@ -160,10 +152,9 @@ def drift(base: dict, now: dict) -> float:
 
 
 def noise_bound(base: dict, now: dict) -> float:
-    """The relative change that the noise of both sides, run-to-run drift (the floors, and the drift
-    measured for this test), and clocks can explain."""
-    return (math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + _floors(base, now)
-            + clock_change(base, now))
+    """The relative change that the noise of both sides and run-to-run drift (the floors, and the
+    drift measured for this test) can explain."""
+    return math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + _floors(base, now)
 
 
 def fmt_ms(ms: float | None) -> str:

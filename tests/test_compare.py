@@ -162,11 +162,6 @@ def test_only_results_a_re_measurement_could_change_are_suspect():
     assert noisy.time == "unsure" and compare.is_suspect(noisy)
     # so is +4% under a wide CI: measured tightly, +4% with a ~1% bound is a threshold-sized slowdown
     assert compare.is_suspect(judge(rec(1.0, ci=(0.999, 1.001)), rec(1.04, ci=(0.96, 1.12)), 0.05))
-    # and a compute-bound result from a throttled run: the clock term goes away at the right clock
-    base = rec(1.0, ci=(0.999, 1.001), sm_clock_mhz=1680)
-    throttled = judge(base, rec(1.10, ci=(1.099, 1.101), sm_clock_mhz=1450), 0.05)
-    assert throttled.time == "unsure" and compare.is_suspect(throttled)
-    assert judge(base, rec(1.08, ci=(1.079, 1.081), sm_clock_mhz=1680), 0.05).time == "slower"
 
 
 # ---- the gate on simulated measurements -------------------------------------------------------------------
@@ -204,13 +199,15 @@ def test_simulated_false_alarms_and_detection(noise, drift, at_threshold):
     assert caught == trials
 
 
-def test_a_slowdown_the_sm_clock_explains_is_not_slower():
+def test_the_sm_clock_is_reported_but_does_not_widen_the_bound():
+    """NVML's clock did not explain a bf16 matmul's time (see compare's docstring): a 10% slowdown read
+    at a 12% lower clock is still slower, with the clocks in the message, and memory-bound alike."""
     base = dict(rec(1.0), sm_clock_mhz=1665)
-    throttled = dict(rec(1.10), sm_clock_mhz=1470)  # 10% slower at a 12% lower clock
-    v = judge(base, throttled, 0.05)
-    assert v.time == "unsure" and not is_regression(v)
-    assert "SM clock 1665 -> 1470 MHz" in v.message
-    assert judge(base, dict(rec(1.10), sm_clock_mhz=1660), 0.05).time == "slower"
+    throttled = dict(rec(1.10), sm_clock_mhz=1470)
+    for bound in ("compute", "memory"):
+        v = judge(base, dict(throttled, bound=bound), 0.05)
+        assert v.time == "slower" and v.noise_bound == judge(base, rec(1.10), 0.05).noise_bound
+        assert "SM clock 1665 -> 1470 MHz" in v.message
 
 
 def test_launch_bound_kernels_get_an_absolute_noise_floor():
@@ -218,13 +215,6 @@ def test_launch_bound_kernels_get_an_absolute_noise_floor():
     assert judge(rec(1.74e-3), rec(2.08e-3), 0.05).time != "slower"
     # a microsecond-scale kernel that really doubles is still caught
     assert judge(rec(1.74e-3), rec(3.5e-3), 0.05).time == "slower"
-
-
-def test_the_clock_term_is_not_applied_to_memory_bound_kernels():
-    base = dict(rec(1.0), sm_clock_mhz=1980)
-    slower_at_lower_clock = dict(rec(1.12), sm_clock_mhz=1755, bound="memory")
-    assert judge(base, slower_at_lower_clock, 0.05).time == "slower"
-    assert judge(base, dict(slower_at_lower_clock, bound="compute"), 0.05).time == "unsure"
 
 
 def test_drift_learned_across_recordings_widens_the_bound():
