@@ -427,16 +427,14 @@ class _CudaTimer:
         self.throttle.update(state.throttle)
 
     def _batch(self, body: Callable[[], None], n: int, host_ms: float, flush, sync: bool,
-               each_ms: float = 0.0, stamps: list[float] | None = None, clocks: bool = False) -> list[float]:
+               each_ms: float = 0.0, stamps: list[float] | None = None) -> list[float]:
         """n samples of [flush][start][body][end] queued behind a spin; raw event times in ms.
 
         `host_ms`: host time to queue one sample (the head spin covers two). `each_ms` > 0: a spin
         before every sample covering that much host time, where queuing a sample takes the host
         longer than the device needs to run one: a spin at the head of the batch would be eaten
         after a few samples, and the device would idle between the rest. `stamps`, if given,
-        receives the host clock as each of the first QUEUE_PROBE samples starts to be queued.
-        `clocks`: read the SM clock once everything is queued, while the device still runs the
-        batch (read after the synchronize, it was the clock of a GPU going idle)."""
+        receives the host clock as each of the first QUEUE_PROBE samples starts to be queued."""
         torch = self.torch
         events = [(self._event(), self._event()) for _ in range(n)]
         self._pad(host_ms * 2)
@@ -452,8 +450,6 @@ class _CudaTimer:
             if sync:
                 torch.cuda.synchronize()
             end.record()
-        if clocks:
-            self._read_clocks()
         torch.cuda.synchronize()
         return [b.elapsed_time(e) for b, e in events]
 
@@ -528,10 +524,11 @@ class _CudaTimer:
         batch_medians: list[float] = []
         started = time.perf_counter()
         while not _stop(samples, batch_medians, self.config, started):
-            raw = self._batch(body, per_batch, host_ms, flush, sync, each_ms, clocks=True)
+            raw = self._batch(body, per_batch, host_ms, flush, sync, each_ms)
             batch = [max(t - overhead, 0.0) / divisor for t in raw]
             samples.extend(batch)
             batch_medians.append(statistics.median(batch))
+            self._read_clocks()
         return samples, batch_medians
 
     def _graph(self, calls: int):
@@ -567,6 +564,7 @@ class _CudaTimer:
         host_ms = call_host_ms + self._frame(flush)[1]  # to queue one sample: the call and its frame
         gpu_ms = self._gpu_ms(flush, host_ms)
         flush_ms = self._flush_ms(flush)
+        self._read_clocks()
         if pending > max(PENDING_TOLERANCE_MS, PENDING_FRACTION * gpu_ms):
             self.warnings.append(
                 f"work was still running {pending:.3f} ms after the measured stream finished: the callable "
