@@ -106,14 +106,12 @@ def _rescale(m, m_new):
 @triton.jit
 def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPLITS: tl.constexpr,
                          SPLITS_POW2: tl.constexpr, TILES: tl.constexpr, BLOCK: tl.constexpr,
-                         KEEP: tl.constexpr, DROP: tl.constexpr, LANES: tl.constexpr):
+                         KEEP: tl.constexpr, DROP: tl.constexpr):
     """Rows longer than a block. Program (row, s) owns columns [s*slice_len, (s+1)*slice_len),
     TILES tiles of BLOCK. TILES == 1 keeps the tile in registers (one read); otherwise an online
     pass over the tiles, then a second pass that re-reads them (from L2) to write. KEEP / DROP:
     the eviction policies of the first pass's loads (which the second pass wants in L2) and of the
-    second's ("" for none). LANES: the online pass keeps a running (max, sum) per lane (no
-    reduction until the end, two exponentials per element) rather than one per slice (two block
-    reductions per tile, one exponential per element)."""
+    second's ("" for none)."""
     pid = tl.program_id(0)
     row = pid // SPLITS
     split = pid % SPLITS
@@ -128,16 +126,6 @@ def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPL
         m = tl.max(x, axis=0)
         e = _exp_shift(x, m)
         s = tl.sum(e, axis=0)
-    elif not LANES:
-        m = tl.max(tl.full([BLOCK], -float("inf"), tl.float32), axis=0)
-        s = tl.sum(tl.zeros([BLOCK], tl.float32), axis=0)
-        for t in range(TILES):
-            c = t * BLOCK + offs
-            cmask = (start + c < cols) & (c < slice_len)
-            x = tl.load(x_row + start + c, mask=cmask, other=-float("inf"), eviction_policy=KEEP).to(tl.float32)
-            m_new = tl.maximum(m, tl.max(x, axis=0))
-            s = s * _rescale(m, m_new) + tl.sum(_exp_shift(x, m_new), axis=0)
-            m = m_new
     else:
         # Online softmax per lane: m_vec/s_vec hold a running (max, sum) for every lane of the tile.
         m_vec = tl.full([BLOCK], -float("inf"), tl.float32)
@@ -236,8 +224,7 @@ def long_config(rows: int, cols: int, sms: int, interpreting: bool) -> dict:
     slice_len = block * tiles if splits > 1 else slice_len
     splits = triton.cdiv(cols, slice_len)  # no empty slices
     num_warps = 8 if block >= 4096 else 4
-    return dict(splits=splits, slice_len=slice_len, tiles=tiles, block=block, num_warps=num_warps, keep="", drop="",
-                lanes=True)
+    return dict(splits=splits, slice_len=slice_len, tiles=tiles, block=block, num_warps=num_warps, keep="", drop="")
 
 
 def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
@@ -263,7 +250,7 @@ def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tens
     _softmax_long_kernel[(rows * cfg["splits"],)](
         x, y, part, count, cols, cfg["slice_len"], SPLITS=cfg["splits"],
         SPLITS_POW2=triton.next_power_of_2(cfg["splits"]), TILES=cfg["tiles"], BLOCK=cfg["block"],
-        KEEP=cfg["keep"], DROP=cfg["drop"], LANES=cfg["lanes"], num_warps=cfg["num_warps"])
+        KEEP=cfg["keep"], DROP=cfg["drop"], num_warps=cfg["num_warps"])
     return y
 
 

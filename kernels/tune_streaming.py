@@ -25,10 +25,9 @@ ELEMENTWISE = [(b, w, e) for b, w in [(2048, 2), (2048, 4), (4096, 2), (4096, 4)
                for e in ("evict_first", "")]
 #: the one-pass row kernel: (num_warps, programs per SM (0: one program per row block), loop stages, eviction)
 SOFTMAX_ROWS = [(w, 0, 1, e) for w in (8, 16, 32) for e in ("evict_first", "")] + [(16, 2, 2, "")]
-#: the online two-pass kernel, on rows of any length: (BLOCK, num_warps, first-pass / second-pass eviction,
-#: running (max, sum) per lane or per slice)
-SOFTMAX_TILED = [(b, w, "evict_last", "evict_first", lanes) for b, w in [(2048, 8), (4096, 8), (8192, 8), (8192, 16)]
-                 for lanes in (True, False)]
+#: the online two-pass kernel, on rows of any length: (BLOCK, num_warps, first-pass / second-pass eviction)
+SOFTMAX_TILED = [(b, w, keep, drop) for b, w in [(4096, 8), (4096, 16), (8192, 8), (8192, 16)]
+                 for keep, drop in (("", ""), ("evict_last", "evict_first"))]
 
 
 def _ms(fn: Callable[[], torch.Tensor], config: TimingConfig, inputs) -> float | str:
@@ -85,14 +84,14 @@ def sweep(size=(16384, 16384), dtypes=("float32", "bfloat16"),
                 results[f"{name} softmax triton rows w{warps} per_sm{per_sm} stages{stages} {evict or 'no-hint'}"] = \
                     _ms(lambda cfg=cfg: softmax.triton_softmax(x, config=cfg), config, (x,))
             tiled = [dict(kernel="long", splits=1, slice_len=cols, tiles=-(-cols // b), block=b, num_warps=w,
-                          keep=keep, drop=drop, lanes=lanes) for b, w, keep, drop, lanes in SOFTMAX_TILED]
+                          keep=keep, drop=drop) for b, w, keep, drop in SOFTMAX_TILED]
         else:  # the long-row kernel's own choice of splits and tiles, with and without eviction hints
             base = softmax.long_config(rows, cols, sms, False)
-            tiled = [dict(base, kernel="long", keep=keep, drop=drop, lanes=lanes)
-                     for keep, drop in (("", ""), ("evict_last", "evict_first")) for lanes in (True, False)]
+            tiled = [dict(base, kernel="long", keep=keep, drop=drop)
+                     for keep, drop in (("", ""), ("evict_last", "evict_first"))]
         for cfg in tiled:
             results[f"{name} softmax triton tiled {cfg['block']}x{cfg['tiles']} split{cfg['splits']} "
-                    f"w{cfg['num_warps']} {cfg['keep'] or 'no-hint'} {'lanes' if cfg['lanes'] else 'slice'}"] = _ms(
+                    f"w{cfg['num_warps']} {cfg['keep'] or 'no-hint'}"] = _ms(
                 lambda cfg=cfg: softmax.triton_softmax(x, config=cfg), config, (x,))
     return results
 

@@ -72,12 +72,12 @@ def _forced_configs():
     yield pytest.param(persistent, id="rows-persistent")
     yield pytest.param(dict(persistent, loop_stages=2), id="rows-persistent-pipelined")
     yield pytest.param(dict(softmax.rows_config(rows, cols, sms=1), BLOCK_M=1), id="rows-one-row-per-program")
-    tiled = dict(kernel="long", splits=1, slice_len=cols, tiles=4, block=256, num_warps=4, keep="", drop="",
-                 lanes=True)
-    yield pytest.param(tiled, id="long-unsplit-4-tiles")
-    yield pytest.param(dict(tiled, keep="evict_last", drop="evict_first"), id="long-unsplit-4-tiles-hinted")
-    yield pytest.param(dict(tiled, lanes=False), id="long-unsplit-4-tiles-per-slice")
-    yield pytest.param(dict(tiled, tiles=1, block=1024), id="long-unsplit-1-tile")
+    yield pytest.param(dict(kernel="long", splits=1, slice_len=cols, tiles=4, block=256, num_warps=4, keep="",
+                            drop=""), id="long-unsplit-4-tiles")
+    yield pytest.param(dict(kernel="long", splits=1, slice_len=cols, tiles=4, block=256, num_warps=4,
+                            keep="evict_last", drop="evict_first"), id="long-unsplit-4-tiles-hinted")
+    yield pytest.param(dict(kernel="long", splits=1, slice_len=cols, tiles=1, block=1024, num_warps=4, keep="",
+                            drop=""), id="long-unsplit-1-tile")
 
 
 @_quiet_numpy  # rows past the end are all -inf (masked, never stored)
