@@ -9,13 +9,13 @@ flash_attention.py come from this sweep; a config that fails to compile prints i
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
 import torch
 
 from kernels import flash_attention as fa
-from pytest_gpuperf.timing import TimingConfig, measure
+from kernels import tuning
+from pytest_gpuperf.timing import TimingConfig
 
 FWD_CANDIDATES = [(128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2)]
 BWD_CANDIDATES = [(64, 128, 128, 64, 8, 3), (64, 128, 128, 64, 8, 2), (64, 128, 128, 64, 8, 4),
@@ -23,10 +23,8 @@ BWD_CANDIDATES = [(64, 128, 128, 64, 8, 3), (64, 128, 128, 64, 8, 2), (64, 128, 
 
 
 def _tflops(flops: int, run, config: TimingConfig, inputs) -> float | str:
-    try:
-        return round(flops / measure(run, config, inputs=inputs).median_ms / 1e9, 1)
-    except Exception as exc:  # a config that does not compile or fit is a result of the sweep
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+    ms = tuning.median_ms(run, config, inputs)
+    return round(flops / ms / 1e9, 1) if isinstance(ms, float) else ms
 
 
 def sweep(shape=(4, 16, 4096), dtype=torch.bfloat16, head_dims=(64, 128)) -> dict[str, float | str]:
@@ -59,19 +57,12 @@ def main() -> None:
     parser.add_argument("--head-dims", default="64,128", help="comma-separated head dims (default 64,128)")
     parser.add_argument("--out", help="also write the results as JSON here")
     args = parser.parse_args()
-    try:
-        shape = tuple(int(v) for v in args.shape.split(","))
-        head_dims = tuple(int(v) for v in args.head_dims.split(","))
-    except ValueError:
-        parser.error(f"--shape and --head-dims take comma-separated integers, got {args.shape!r}, {args.head_dims!r}")
-    if len(shape) != 3:
-        parser.error(f"--shape is B,H,N (three integers), got {args.shape!r}")
+    shape = tuning.int_tuple(parser, "--shape", args.shape, 3)
+    head_dims = tuning.int_tuple(parser, "--head-dims", args.head_dims)
     results = sweep(shape, head_dims=head_dims)
     for name, value in results.items():
         print(f"{name:48s} {value}")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
+    tuning.save(results, args.out)
 
 
 if __name__ == "__main__":

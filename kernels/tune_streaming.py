@@ -11,13 +11,12 @@ in common.launch_elementwise and softmax.rows_config / long_config come from thi
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 
 import torch
 
-from kernels import common, elu, gelu, softmax
-from pytest_gpuperf.timing import TimingConfig, measure
+from kernels import common, elu, gelu, softmax, tuning
+from pytest_gpuperf.timing import TimingConfig
 
 #: (BLOCK in bytes of input per program, num_warps, load eviction policy)
 ELEMENTWISE = [(b, w, e) for b, w in [(2048, 2), (2048, 4), (4096, 2), (4096, 4), (8192, 4), (8192, 8),
@@ -28,13 +27,6 @@ SOFTMAX_ROWS = [(w, 0, 1, e) for w in (8, 16, 32) for e in ("evict_first", "")] 
 #: the online two-pass kernel, on rows of any length: (BLOCK, num_warps, first-pass / second-pass eviction)
 SOFTMAX_TILED = [(b, w, keep, drop) for b, w in [(4096, 8), (4096, 16), (8192, 8), (8192, 16)]
                  for keep, drop in (("", ""), ("evict_last", "evict_first"))]
-
-
-def _ms(fn: Callable[[], torch.Tensor], config: TimingConfig, inputs) -> float | str:
-    try:
-        return measure(fn, config, inputs=inputs).median_ms
-    except Exception as exc:  # a config that does not compile or fit is a result of the sweep
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
 
 
 def _references(kernels: tuple[str, ...]) -> dict[str, tuple[Callable, ...]]:
@@ -60,29 +52,29 @@ def sweep(size=(16384, 16384), dtypes=("float32", "bfloat16"),
         dt = getattr(torch, name)
         x = common.randn_input(size, dt, "cuda")
         dst = torch.empty_like(x)
-        results[f"{name} copy"] = _ms(lambda: dst.copy_(x), config, (x,))
+        results[f"{name} copy"] = tuning.median_ms(lambda: dst.copy_(x), config, (x,))
         for kernel, fns in _references(kernels).items():
             for impl, fn in zip(("torch", "compiled", "cuda"), fns):
-                results[f"{name} {kernel} {impl}"] = _ms(lambda fn=fn: fn(x), config, (x,))
+                results[f"{name} {kernel} {impl}"] = tuning.median_ms(lambda fn=fn: fn(x), config, (x,))
         if "elementwise" in kernels:
             for block_bytes, warps, evict in ELEMENTWISE:
                 block = block_bytes // x.element_size()
                 tag = f"{block_bytes}B w{warps} {evict or 'no-hint'}"
-                results[f"{name} elu triton {tag}"] = _ms(
+                results[f"{name} elu triton {tag}"] = tuning.median_ms(
                     lambda: elu.triton_elu(x, block=block, num_warps=warps, evict=evict), config, (x,))
                 for approx in gelu.APPROXIMATIONS:
-                    results[f"{name} gelu-{approx} triton {tag}"] = _ms(
+                    results[f"{name} gelu-{approx} triton {tag}"] = tuning.median_ms(
                         lambda a=approx: gelu.triton_gelu(x, a, block=block, num_warps=warps, evict=evict),
                         config, (x,))
         if "softmax" not in kernels:
             continue
-        results[f"{name} softmax triton default"] = _ms(lambda: softmax.triton_softmax(x), config, (x,))
+        results[f"{name} softmax triton default"] = tuning.median_ms(lambda: softmax.triton_softmax(x), config, (x,))
         if cols <= softmax.MAX_ROW_BLOCK:
             for warps, per_sm, stages, evict in SOFTMAX_ROWS:
                 cfg = dict(softmax.rows_config(rows, cols, sms, per_sm), num_warps=warps, loop_stages=stages,
                            evict=evict)
                 results[f"{name} softmax triton rows w{warps} per_sm{per_sm} stages{stages} {evict or 'no-hint'}"] = \
-                    _ms(lambda cfg=cfg: softmax.triton_softmax(x, config=cfg), config, (x,))
+                    tuning.median_ms(lambda cfg=cfg: softmax.triton_softmax(x, config=cfg), config, (x,))
             tiled = [dict(kernel="long", splits=1, slice_len=cols, tiles=-(-cols // b), block=b, num_warps=w,
                           keep=keep, drop=drop) for b, w, keep, drop in SOFTMAX_TILED]
         else:  # the long-row kernel's own choice of splits and tiles, with and without eviction hints
@@ -91,7 +83,7 @@ def sweep(size=(16384, 16384), dtypes=("float32", "bfloat16"),
                      for keep, drop in (("", ""), ("evict_last", "evict_first"))]
         for cfg in tiled:
             results[f"{name} softmax triton tiled {cfg['block']}x{cfg['tiles']} split{cfg['splits']} "
-                    f"w{cfg['num_warps']} {cfg['keep'] or 'no-hint'}"] = _ms(
+                    f"w{cfg['num_warps']} {cfg['keep'] or 'no-hint'}"] = tuning.median_ms(
                 lambda cfg=cfg: softmax.triton_softmax(x, config=cfg), config, (x,))
     return results
 
@@ -103,12 +95,7 @@ def main() -> None:
     parser.add_argument("--kernels", default="elementwise,softmax", help="elementwise, softmax or both")
     parser.add_argument("--out", help="also write the results as JSON here")
     args = parser.parse_args()
-    try:
-        size = tuple(int(v) for v in args.size.split(","))
-    except ValueError:
-        parser.error(f"--size takes two comma-separated integers, got {args.size!r}")
-    if len(size) != 2:
-        parser.error(f"--size is rows,cols, got {args.size!r}")
+    size = tuning.int_tuple(parser, "--size", args.size, 2)
     results = sweep(size, tuple(args.dtypes.split(",")), tuple(args.kernels.split(",")))
     copies = {k.split()[0]: v for k, v in results.items() if k.endswith(" copy") and isinstance(v, float)}
     for name, value in results.items():
@@ -116,9 +103,7 @@ def main() -> None:
         pct = f"{copy / value * 100:6.1f}% of copy" if isinstance(value, float) and copy else ""
         shown = f"{value:.4f} ms" if isinstance(value, float) else value
         print(f"{name:52s} {shown:>12s} {pct}")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
+    tuning.save(results, args.out)
 
 
 if __name__ == "__main__":
