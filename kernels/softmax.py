@@ -70,16 +70,14 @@ MAX_ROW_BLOCK = 16384  # longest row kept whole in one program's registers
 
 @triton.jit
 def _softmax_rows_kernel(x_ptr, y_ptr, rows, cols, num_programs, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr, ITERS: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                         EVICT: tl.constexpr):
+                         BLOCK_N: tl.constexpr, ITERS: tl.constexpr, EVICT: tl.constexpr):
     """Rows that fit in BLOCK_N: BLOCK_M rows per step, each program striding over row blocks
     (ITERS steps, 1 unless the grid is persistent; the row mask covers a step past the end).
-    LOOP_STAGES > 1 pipelines a persistent program's loop: the next rows load while these reduce.
-    EVICT: the loads' eviction policy ("" for none)."""
+    EVICT: the loads' eviction policy ("" for none; "evict_first" cost 1.3-1.6% at 16384^2 fp32 on an H100)."""
     pid = tl.program_id(0)
     offs_n = tl.arange(0, BLOCK_N)
     col_mask = offs_n < cols
-    for i in tl.range(0, ITERS, num_stages=LOOP_STAGES):
+    for i in tl.range(0, ITERS):
         offs_m = (pid + i * num_programs) * BLOCK_M + tl.arange(0, BLOCK_M)
         offsets = offs_m.to(tl.int64)[:, None] * cols + offs_n[None, :]
         mask = (offs_m[:, None] < rows) & col_mask[None, :]
@@ -206,8 +204,7 @@ def rows_config(rows: int, cols: int, sms: int, programs_per_sm: int = 0) -> dic
     num_warps = 16 if block_n >= 8192 else 8 if block_n >= 2048 else 4
     row_blocks = triton.cdiv(rows, block_m)
     programs = min(row_blocks, sms * programs_per_sm) if programs_per_sm else row_blocks
-    return dict(BLOCK_M=block_m, BLOCK_N=block_n, programs=programs, num_warps=num_warps, num_stages=1,
-                loop_stages=1, evict="")
+    return dict(BLOCK_M=block_m, BLOCK_N=block_n, programs=programs, num_warps=num_warps, num_stages=1, evict="")
 
 
 def long_config(rows: int, cols: int, sms: int, interpreting: bool) -> dict:
@@ -243,7 +240,7 @@ def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tens
         _softmax_rows_kernel[(cfg["programs"],)](
             x, y, rows, cols, cfg["programs"], BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
             ITERS=triton.cdiv(triton.cdiv(rows, cfg["BLOCK_M"]), cfg["programs"]), num_warps=cfg["num_warps"],
-            LOOP_STAGES=cfg["loop_stages"], EVICT=cfg["evict"], num_stages=cfg["num_stages"])
+            EVICT=cfg["evict"], num_stages=cfg["num_stages"])
         return y
     cfg = config or long_config(rows, cols, sms, _interpreting())
     part, count = _workspace(x.device, rows * cfg["splits"], rows)

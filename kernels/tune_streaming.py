@@ -22,8 +22,8 @@ from pytest_gpuperf.timing import TimingConfig
 ELEMENTWISE = [(b, w, e) for b, w in [(2048, 2), (2048, 4), (4096, 2), (4096, 4), (8192, 4), (8192, 8),
                                       (16384, 8), (32768, 8)]
                for e in ("evict_first", "")]
-#: the one-pass row kernel: (num_warps, programs per SM (0: one program per row block), loop stages, eviction)
-SOFTMAX_ROWS = [(w, 0, 1, e) for w in (8, 16, 32) for e in ("evict_first", "")] + [(16, 2, 2, "")]
+#: the one-pass row kernel: (num_warps, programs per SM (0: one program per row block), eviction)
+SOFTMAX_ROWS = [(w, 0, e) for w in (8, 16, 32) for e in ("evict_first", "")] + [(16, 2, "")]
 #: the online two-pass kernel, on rows of any length: (BLOCK, num_warps, first-pass / second-pass eviction)
 SOFTMAX_TILED = [(b, w, keep, drop) for b, w in [(4096, 8), (4096, 16), (8192, 8), (8192, 16)]
                  for keep, drop in (("", ""), ("evict_last", "evict_first"))]
@@ -70,10 +70,9 @@ def sweep(size=(16384, 16384), dtypes=("float32", "bfloat16"),
             continue
         results[f"{name} softmax triton default"] = tuning.median_ms(lambda: softmax.triton_softmax(x), config, (x,))
         if cols <= softmax.MAX_ROW_BLOCK:
-            for warps, per_sm, stages, evict in SOFTMAX_ROWS:
-                cfg = dict(softmax.rows_config(rows, cols, sms, per_sm), num_warps=warps, loop_stages=stages,
-                           evict=evict)
-                results[f"{name} softmax triton rows w{warps} per_sm{per_sm} stages{stages} {evict or 'no-hint'}"] = \
+            for warps, per_sm, evict in SOFTMAX_ROWS:
+                cfg = dict(softmax.rows_config(rows, cols, sms, per_sm), num_warps=warps, evict=evict)
+                results[f"{name} softmax triton rows w{warps} per_sm{per_sm} {evict or 'no-hint'}"] = \
                     tuning.median_ms(lambda cfg=cfg: softmax.triton_softmax(x, config=cfg), config, (x,))
             tiled = [dict(kernel="long", splits=1, slice_len=cols, tiles=-(-cols // b), block=b, num_warps=w,
                           keep=keep, drop=drop) for b, w, keep, drop in SOFTMAX_TILED]

@@ -70,7 +70,6 @@ def _forced_configs():
     rows, cols = 9, 1000
     persistent = softmax.rows_config(rows, cols, sms=1, programs_per_sm=2)  # 2 programs, BLOCK_M 4: 2 steps each
     yield pytest.param(persistent, id="rows-persistent")
-    yield pytest.param(dict(persistent, loop_stages=2), id="rows-persistent-pipelined")
     yield pytest.param(dict(softmax.rows_config(rows, cols, sms=1), BLOCK_M=1), id="rows-one-row-per-program")
     yield pytest.param(dict(kernel="long", splits=1, slice_len=cols, tiles=4, block=256, num_warps=4, keep="",
                             drop=""), id="long-unsplit-4-tiles")

@@ -14,9 +14,8 @@ its medians over the recordings that `gpuperf merge` combined into the baseline 
 
 The SM clock NVML reports is shown in the message but is not part of the bound: over 16 runs of a
 bf16 matmul 4096 on one H100 the clock (read as each batch ends) was 1545-1770 MHz, 14% apart,
-while the medians spread 3.3%,
-and time x clock spread 12.5%: the sampled clock does not explain the time, and adding its change
-to the bound hid 5% slowdowns (3 of 20 caught) behind bounds of 6-14%.
+while the medians spread 3.3% and time x clock 12.5%: the sampled clock does not explain the time,
+and adding its change to the bound hid 5% slowdowns (3 of 20 caught) behind bounds of 6-14%.
 
 Verdicts (for time; memory uses the same words):
   slower   change > noise_bound and change + min(noise_bound, MARGIN_SHARE * threshold) >= threshold:
