@@ -78,8 +78,8 @@ def sweep(size=(16384, 16384), dtypes=("float32", "bfloat16"),
                           keep=keep, drop=drop) for b, w, keep, drop in SOFTMAX_TILED]
         else:  # the long-row kernel's own choice of splits and tiles, with and without eviction hints
             base = softmax.long_config(rows, cols, sms, False)
-            tiled = [dict(base, kernel="long", keep=keep, drop=drop)
-                     for keep, drop in (("", ""), ("evict_last", "evict_first"))]
+            hints = (("", ""), ("evict_last", "evict_first")) if base["tiles"] > 1 else (("", ""),)  # 1 tile: 1 pass
+            tiled = [dict(base, kernel="long", keep=keep, drop=drop) for keep, drop in hints]
         for cfg in tiled:
             results[f"{name} softmax triton tiled {cfg['block']}x{cfg['tiles']} split{cfg['splits']} "
                     f"w{cfg['num_warps']} {cfg['keep'] or 'no-hint'}"] = tuning.median_ms(

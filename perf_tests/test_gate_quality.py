@@ -3,8 +3,8 @@
 Run on a GPU: `pytest perf_tests/test_gate_quality.py -m selfcheck --gpuperf -s`.
 For a memory-bound kernel (softmax 4096x4096 fp32) and a compute-bound one (bf16 matmul 4096), the
 measured function is slowed down by 2%, 5%, 10% and 20% with extra work of known cost (a GPU spin
-queued right after it, sized from measured slowdowns to add that fraction), 20 trials each, every
-trial against its own independently measured baseline; unchanged runs are paired with each other for the false-alarm
+queued right after it, sized from measured slowdowns to add that fraction), 20 trials each, each
+trial against one of 16 independently measured unchanged runs; those runs are paired with each other for the false-alarm
 rate. Each comparison goes through the plugin's own path: compare.judge, and a suspect result is
 re-measured (gpuperf_retries) with the best run kept; for an unchanged pair that means fresh runs of
 the unchanged function, as the plugin would take before failing a test (judged on the one pair, a
@@ -88,8 +88,10 @@ def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None
 
         A spin sized from the boost-clock rate added +4% where +5% was meant to a bf16 matmul (its
         clock under the power cap differs), and the launch gap alone costs ~3.5% of a 58 µs softmax:
-        the spin is rescaled twice from measured slowdowns (median of CALIBRATION_RUNS runs), and
-        the row prints what was realized (a slowdown below the gap's cost cannot be)."""
+        twice, the spin is lengthened or shortened by the cycles of the measured shortfall (median
+        of CALIBRATION_RUNS runs; a correction by the missing time, not by a ratio, so the gap's
+        fixed cost does not slow it down), and the row prints what was realized (a slowdown below
+        the gap's cost cannot be)."""
         cycles = [int(fraction * base_ms * cycles_per_ms)]
 
         def run():
@@ -97,13 +99,12 @@ def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None
             torch.cuda._sleep(cycles[0])
             return out
 
+        def realized() -> float:
+            return statistics.median(_record(run, config)["median_ms"] for _ in range(CALIBRATION_RUNS)) / base_ms - 1
+
         for _ in range(2):
-            realized = statistics.median(_record(run, config)["median_ms"] for _ in range(CALIBRATION_RUNS))
-            realized = realized / base_ms - 1
-            if realized > 0:
-                cycles[0] = max(0, int(cycles[0] * fraction / realized))
-        realized = statistics.median(_record(run, config)["median_ms"] for _ in range(CALIBRATION_RUNS))
-        return run, realized / base_ms - 1
+            cycles[0] = max(0, cycles[0] + int((fraction - realized()) * base_ms * cycles_per_ms))
+        return run, realized()
 
     pairs = list(itertools.combinations(unchanged, 2))
     # An unchanged pair's second run is the first measurement; a suspect verdict re-measures the
