@@ -71,12 +71,10 @@ def _forced_configs():
     persistent = softmax.rows_config(rows, cols, sms=1, programs_per_sm=2)  # 2 programs, BLOCK_M 4: 2 steps each
     yield pytest.param(persistent, id="rows-persistent")
     yield pytest.param(dict(softmax.rows_config(rows, cols, sms=1), BLOCK_M=1), id="rows-one-row-per-program")
-    yield pytest.param(dict(kernel="long", splits=1, slice_len=cols, tiles=4, block=256, num_warps=4, keep="",
-                            drop=""), id="long-unsplit-4-tiles")
-    yield pytest.param(dict(kernel="long", splits=1, slice_len=cols, tiles=4, block=256, num_warps=4,
-                            keep="evict_last", drop="evict_first"), id="long-unsplit-4-tiles-hinted")
-    yield pytest.param(dict(kernel="long", splits=1, slice_len=cols, tiles=1, block=1024, num_warps=4, keep="",
-                            drop=""), id="long-unsplit-1-tile")
+    tiled = dict(kernel="long", splits=1, slice_len=cols, tiles=4, block=256, num_warps=4, keep="", drop="")
+    yield pytest.param(tiled, id="long-unsplit-4-tiles")
+    yield pytest.param(dict(tiled, keep="evict_last", drop="evict_first"), id="long-unsplit-4-tiles-hinted")
+    yield pytest.param(dict(tiled, tiles=1, block=1024), id="long-unsplit-1-tile")
 
 
 @_quiet_numpy  # rows past the end are all -inf (masked, never stored)
