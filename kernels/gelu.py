@@ -73,30 +73,62 @@ def compiled(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
 
 
 # --- triton ------------------------------------------------------------------------------------
+# GeLU-erf is x * Phi(x), Phi the normal CDF. Phi(-|x|) = erfc(|x| / sqrt 2) / 2 is computed as
+# t * exp2(q(t) - x^2 log2(e) / 2), t = 1 / (1 + |x| / (2 sqrt 2)) (the Numerical Recipes form of
+# erfc, with the 1/2 and log2(e) folded into q), and Phi(x) = 1 - Phi(-x) for x >= 0. Against
+# 0.5 x (1 + erf(x / sqrt 2)) with libdevice's erf this has no cancellation for x << 0 (there
+# the sum lost all but ~2 digits in fp32: 0.7% relative error at x = -4, hidden by atol), and it is
+# cheaper: in bf16 at 16384^2 the erf form took 0.367 ms on an H100 against 0.354 for a copy of
+# the same bytes, this one 0.353 (fp16 likewise; fp32 is at the copy either way).
+# q: weighted least-squares fits of ln(erfc(z) / t) + z^2 as a polynomial in t, z in [0, 10],
+# weights iterated toward equal-ripple; relative error of erfc 2.2e-7 (degree 8, float32 outputs)
+# and 7.6e-6 (degree 5, 16-bit outputs, whose rounding is 2^-9 or 2^-12).
 @triton.jit
-def _gelu_f32(x, TANH: tl.constexpr):
-    if TANH:
+def _phi_of_minus_abs(x, PRECISE: tl.constexpr):
+    t = 1.0 / (1.0 + tl.abs(x) * 0.35355339059327373)
+    if PRECISE:
+        q = 0.107156169 * t - 0.772518527
+        q = q * t + 2.0740778
+        q = q * t - 2.51466201
+        q = q * t + 1.19520234
+        q = q * t - 0.327712026
+        q = q * t + 0.630854542
+        q = q * t + 1.43290479
+        q = q * t - 2.8253034
+    else:
+        q = 0.330088907 * t - 1.02318643
+        q = q * t + 0.684591598
+        q = q * t + 0.367063172
+        q = q * t + 1.46868764
+        q = q * t - 2.82723386
+    return t * tl.math.exp2(q - x * (x * 0.7213475204444817))
+
+
+@triton.jit
+def _gelu_f32(x, FORM: tl.constexpr):
+    """FORM 0: tanh approximation; 1: erf form, float32 output; 2: erf form, 16-bit output."""
+    if FORM == 0:
         # 0.5 x (1 + tanh(u)) == x * sigmoid(2u): no cancellation for x << 0, and one exp.
         u2 = 1.5957691216057308 * (x + 0.044715 * x * x * x)
         return x / (1.0 + tl.exp(-u2))
     else:
-        return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+        h = _phi_of_minus_abs(x, FORM == 1)
+        return x * tl.where(x >= 0, 1.0 - h, h)
 
 
 @triton.jit
-def _gelu_kernel(x_ptr, y_ptr, n, TANH: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
+def _gelu_kernel(x_ptr, y_ptr, n, FORM: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
                  INT64: tl.constexpr, EVICT: tl.constexpr):
-    common.elementwise_block(x_ptr, y_ptr, n, _gelu_f32, TANH, BLOCK, EVEN, INT64, EVICT)
+    common.elementwise_block(x_ptr, y_ptr, n, _gelu_f32, FORM, BLOCK, EVEN, INT64, EVICT)
 
 
 def triton_gelu(x: torch.Tensor, approximate: str = "tanh", *, block: int | None = None,
                 num_warps: int | None = None, evict: str = "") -> torch.Tensor:
     """`block`, `num_warps`, `evict`: launch overrides for tuning (common.launch_elementwise); both
-    forms share the defaults, which the sweep found best for the erf form too (in bf16 its
-    arithmetic still costs ~4% against a copy)."""
+    forms share the defaults."""
     _check(approximate)
-    return common.launch_elementwise(_gelu_kernel, x, block=block, num_warps=num_warps, evict=evict,
-                                     TANH=approximate == "tanh")
+    form = 0 if approximate == "tanh" else 1 if x.dtype == torch.float32 else 2
+    return common.launch_elementwise(_gelu_kernel, x, block=block, num_warps=num_warps, evict=evict, FORM=form)
 
 
 # --- CUDA C++ ----------------------------------------------------------------------------------

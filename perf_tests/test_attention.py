@@ -156,6 +156,9 @@ def test_launch_parameters_follow_head_dim_masking_and_length():
             assert all(m["BLOCK_N1"] % m["BLOCK_M1"] == 0 and m["BLOCK_M2"] % m["BLOCK_N2"] == 0 for m in metas)
     with pytest.raises(ValueError, match="unknown backward variant 'Split'"):
         fa.bwd_config(long_n, 128, "Split")
+    # tile loads of the backward: plain loads only where BWD_TMA says so, for long sequences
+    assert not fa.bwd_tma(long_n, 128, True) and fa.bwd_tma(long_n, 128, False) and fa.bwd_tma(long_n, 64, True)
+    assert fa.bwd_tma(short, 128, True) and fa.bwd_tma(1000, 128, True, small=True)
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])

@@ -58,6 +58,15 @@ def test_gelu(approx, impl, dtype, shape, device, gpu_benchmark, gpu_assert_clos
     gpu_assert_close(out, gelu.reference(x, approx))
 
 
+def test_triton_gelu_erf_keeps_its_digits_in_the_negative_tail(device, gpu_assert_close):
+    """float32, x in [-6, -2]: GeLU is x * Phi(x) with Phi down to 1e-9, where 1 + erf(x / sqrt 2)
+    would cancel (0.7% error at x = -4, hidden by an absolute tolerance). Relative error only; the
+    rounding of exp2's argument (up to ~26 here) bounds it near 1e-5."""
+    require("triton", 4099)
+    x = torch.linspace(-6.0, -2.0, 4099, device=device)
+    gpu_assert_close(gelu.triton_gelu(x, "erf"), gelu.reference(x, "erf"), rtol=1e-5, atol=0.0)
+
+
 # ---- NaN and Inf follow the reference -------------------------------------------------------------
 # (numpy, under the Triton interpreter, warns about the inf - inf and 0 * inf these produce on purpose)
 _quiet_numpy = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")

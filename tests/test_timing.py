@@ -169,6 +169,33 @@ def test_sim_a_short_call_that_cannot_be_captured_is_timed_as_queued_calls(sim) 
     assert m.median_ms == pytest.approx(0.005, rel=0.1)
 
 
+def test_sim_the_first_batch_of_samples_settles_the_device_and_is_not_counted(sim) -> None:
+    from pytest_gpuperf import timing
+
+    state = {"sampling": False, "batches": 0}
+
+    def fn() -> None:  # twice as slow in the first batch of the sampling phase, as a device settling
+        sim.launch(0.5 if state["sampling"] and state["batches"] == 0 else 0.25)
+
+    timer = timing._CudaTimer(fn, TimingConfig(budget_s=0.15, warmup_s=0.05, batch_s=0.01), (), None,
+                              torch=sim.torch)
+    batch, sample = timer._batch, timer._sample
+
+    def counted_batch(*args, **kwargs):
+        raw = batch(*args, **kwargs)
+        state["batches"] += state["sampling"]
+        return raw
+
+    def sampling(*args, **kwargs):
+        state["sampling"] = True
+        return sample(*args, **kwargs)
+
+    timer._batch, timer._sample = counted_batch, sampling
+    m = timer.run()
+    assert state["batches"] == len(m.batch_medians) + 1
+    assert m.stats.max_ms < 0.3 and m.median_ms == pytest.approx(0.25, rel=0.05)
+
+
 def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim) -> None:
     from pytest_gpuperf import timing
 
