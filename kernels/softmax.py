@@ -6,9 +6,9 @@ contiguous tensor of the same shape and dtype; bf16/fp16 are computed in fp32.
 NaN/inf follow the float64 reference (x - max(x), exp, divide by the sum): a NaN or +inf in a row
 makes that row NaN, a -inf element gives 0, and a row of all -inf is NaN.
 
-Triton: rows that fit one block (<= 16384 elements) go to `_softmax_rows_kernel` (a persistent
-grid over blocks of rows, each row loaded once and kept in registers); longer rows go to
-`_softmax_long_kernel`, an online softmax over tiles. When there are few long rows, each row is
+Triton: rows that fit one block (<= 16384 elements; float32 rows below TILED_FP32_FROM) go to
+`_softmax_rows_kernel` (a persistent grid over blocks of rows, each row loaded once and kept in
+registers); longer rows go to `_softmax_long_kernel`, an online softmax over tiles. When there are few long rows, each row is
 split across several programs (`splits`), every program owning one slice; they exchange their
 (max, sum) partials through a small workspace and wait for each other on an atomic counter. That
 wait needs every program of the grid resident at once, so the split grid is kept to at most one
@@ -207,21 +207,36 @@ def rows_config(rows: int, cols: int, sms: int, programs_per_sm: int = 0) -> dic
     return dict(BLOCK_M=block_m, BLOCK_N=block_n, programs=programs, num_warps=num_warps, num_stages=1, evict="")
 
 
-def long_config(rows: int, cols: int, sms: int, interpreting: bool) -> dict:
-    """Launch parameters of the long-row kernel: split rows over programs when rows are few."""
+#: float32 rows from this length on take the tiled kernel rather than the register-resident row
+#: kernel. At 16384x16384 on an H100 (`python -m kernels.tune_streaming`-style sweep, 2026-11-24)
+#: the row kernel read 0.713 ms, the tiled one 0.704-0.705 (torch.compile 0.703, a copy 0.708);
+#: at 32768x8192 0.707 against 0.699. 16-bit rows stay in the row kernel, which was fastest there
+#: (bf16 16384^2: 0.351 against 0.41-0.49 tiled).
+TILED_FP32_FROM = 8192
+
+
+def long_config(rows: int, cols: int, sms: int, interpreting: bool, elem_size: int = 4) -> dict:
+    """Launch parameters of the long-row kernel: split rows over programs when rows are few; a
+    split slice of up to 8192 elements is one tile in registers, anything else goes in tiles of
+    4096. Tiled programs run 16 bytes per thread per tile (32 warps in fp32, 16 in 16-bit) and
+    keep their row in L2 between the passes (evict_last, then evict_first): at 8192x32768 on an
+    H100 that took fp32 from 1.06 to 0.80 ms and bf16 from 0.53 to 0.45 (8 warps, no hints before)."""
     splits = 1
     if not interpreting and rows * 2 <= sms:
         splits = max(1, min(sms // rows, triton.cdiv(cols, 2048)))
     slice_len = triton.cdiv(cols, splits)
-    if slice_len <= 8192:
+    if splits > 1 and slice_len <= 8192:
         block, tiles = triton.next_power_of_2(slice_len), 1
     else:
         block = 4096
         tiles = triton.cdiv(slice_len, block)
     slice_len = block * tiles if splits > 1 else slice_len
     splits = triton.cdiv(cols, slice_len)  # no empty slices
-    num_warps = 8 if block >= 4096 else 4
-    return dict(splits=splits, slice_len=slice_len, tiles=tiles, block=block, num_warps=num_warps, keep="", drop="")
+    if tiles == 1:
+        return dict(splits=splits, slice_len=slice_len, tiles=1, block=block, num_warps=8 if block >= 4096 else 4,
+                    keep="", drop="")
+    return dict(splits=splits, slice_len=slice_len, tiles=tiles, block=block,
+                num_warps=min(32, block * elem_size // 512), keep="evict_last", drop="evict_first")
 
 
 def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
@@ -234,7 +249,8 @@ def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tens
     cols = x.shape[-1]
     rows = x.numel() // cols
     sms = common.sm_count(x.device)
-    kernel = (config or {}).get("kernel", "rows" if cols <= MAX_ROW_BLOCK else "long")
+    row_kernel = cols <= MAX_ROW_BLOCK and not (x.dtype == torch.float32 and cols >= TILED_FP32_FROM)
+    kernel = (config or {}).get("kernel", "rows" if row_kernel else "long")
     if kernel == "rows":
         cfg = config or rows_config(rows, cols, sms)
         _softmax_rows_kernel[(cfg["programs"],)](
@@ -242,7 +258,7 @@ def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tens
             ITERS=triton.cdiv(triton.cdiv(rows, cfg["BLOCK_M"]), cfg["programs"]), num_warps=cfg["num_warps"],
             EVICT=cfg["evict"], num_stages=cfg["num_stages"])
         return y
-    cfg = config or long_config(rows, cols, sms, _interpreting())
+    cfg = config or long_config(rows, cols, sms, _interpreting(), x.element_size())
     part, count = _workspace(x.device, rows * cfg["splits"], rows)
     _softmax_long_kernel[(rows * cfg["splits"],)](
         x, y, part, count, cols, cfg["slice_len"], SPLITS=cfg["splits"],

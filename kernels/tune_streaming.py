@@ -25,7 +25,7 @@ ELEMENTWISE = [(b, w, e) for b, w in [(2048, 2), (2048, 4), (4096, 2), (4096, 4)
 #: the one-pass row kernel: (num_warps, programs per SM (0: one program per row block), eviction)
 SOFTMAX_ROWS = [(w, 0, e) for w in (8, 16, 32) for e in ("evict_first", "")] + [(16, 2, "")]
 #: the online two-pass kernel, on rows of any length: (BLOCK, num_warps, first-pass / second-pass eviction)
-SOFTMAX_TILED = [(b, w, keep, drop) for b, w in [(4096, 8), (4096, 16), (8192, 8), (8192, 16)]
+SOFTMAX_TILED = [(b, w, keep, drop) for b, w in [(2048, 16), (2048, 32), (4096, 8), (4096, 16), (4096, 32)]
                  for keep, drop in (("", ""), ("evict_last", "evict_first"))]
 
 
@@ -69,7 +69,7 @@ def sweep(size=(16384, 16384), dtypes=("float32", "bfloat16"),
         if "softmax" not in kernels:
             continue
         results[f"{name} softmax triton default"] = tuning.median_ms(lambda: softmax.triton_softmax(x), config, (x,))
-        if cols <= softmax.MAX_ROW_BLOCK:
+        if cols <= softmax.MAX_ROW_BLOCK:  # short enough for the row kernel: it, and forced tilings
             for warps, per_sm, evict in SOFTMAX_ROWS:
                 cfg = dict(softmax.rows_config(rows, cols, sms, per_sm), num_warps=warps, evict=evict)
                 results[f"{name} softmax triton rows w{warps} per_sm{per_sm} {evict or 'no-hint'}"] = \
@@ -77,7 +77,7 @@ def sweep(size=(16384, 16384), dtypes=("float32", "bfloat16"),
             tiled = [dict(kernel="long", splits=1, slice_len=cols, tiles=-(-cols // b), block=b, num_warps=w,
                           keep=keep, drop=drop) for b, w, keep, drop in SOFTMAX_TILED]
         else:  # the long-row kernel's own choice of splits and tiles, with and without eviction hints
-            base = softmax.long_config(rows, cols, sms, False)
+            base = softmax.long_config(rows, cols, sms, False, x.element_size())
             hints = (("", ""), ("evict_last", "evict_first")) if base["tiles"] > 1 else (("", ""),)  # 1 tile: 1 pass
             tiled = [dict(base, kernel="long", keep=keep, drop=drop) for keep, drop in hints]
         for cfg in tiled:

@@ -85,6 +85,18 @@ def test_triton_forced_config(config, device, gpu_assert_close):
     gpu_assert_close(softmax.triton_softmax(x, config=config), softmax.reference(x))
 
 
+def test_long_row_launch_parameters():
+    """Which long-row config a case gets (no kernel runs): split slices of up to 8192 elements are one
+    tile; unsplit rows go in tiles of 4096 at 16 bytes per thread, hinted to stay in L2."""
+    split = softmax.long_config(4, 262144, sms=132, interpreting=False)
+    assert split["splits"] > 1 and split["tiles"] == 1 and split["block"] <= 8192
+    fp32 = softmax.long_config(16384, 16384, sms=132, interpreting=False, elem_size=4)
+    assert (fp32["splits"], fp32["tiles"], fp32["block"], fp32["num_warps"]) == (1, 4, 4096, 32)
+    assert (fp32["keep"], fp32["drop"]) == ("evict_last", "evict_first")
+    assert softmax.long_config(8192, 32768, sms=132, interpreting=False, elem_size=2)["num_warps"] == 16
+    assert softmax.long_config(3, 20000, sms=132, interpreting=True)["splits"] == 1  # interpreter: never split
+
+
 # ---- what runs on the device ------------------------------------------------------------------------
 PROFILE_SHAPES = [(1000, 1001), (16384, 16384), (4, 262144)]  # warp/row kernel, block kernel, long rows
 
