@@ -104,12 +104,12 @@ def _rescale(m, m_new):
 @triton.jit
 def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPLITS: tl.constexpr,
                          SPLITS_POW2: tl.constexpr, TILES: tl.constexpr, BLOCK: tl.constexpr,
-                         KEEP: tl.constexpr, DROP: tl.constexpr, EVEN: tl.constexpr):
+                         KEEP: tl.constexpr, DROP: tl.constexpr):
     """Rows longer than a block. Program (row, s) owns columns [s*slice_len, (s+1)*slice_len),
     TILES tiles of BLOCK. TILES == 1 keeps the tile in registers (one read); otherwise an online
     pass over the tiles, then a second pass that re-reads them (from L2) to write. KEEP / DROP:
     the eviction policies of the first pass's loads (which the second pass wants in L2) and of the
-    second's ("" for none). EVEN: every tile is full (no masks)."""
+    second's ("" for none)."""
     pid = tl.program_id(0)
     row = pid // SPLITS
     split = pid % SPLITS
@@ -130,11 +130,8 @@ def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPL
         s_vec = tl.zeros([BLOCK], tl.float32)
         for t in range(TILES):
             c = t * BLOCK + offs
-            if EVEN:
-                x = tl.load(x_row + start + c, eviction_policy=KEEP).to(tl.float32)
-            else:
-                cmask = (start + c < cols) & (c < slice_len)
-                x = tl.load(x_row + start + c, mask=cmask, other=-float("inf"), eviction_policy=KEEP).to(tl.float32)
+            cmask = (start + c < cols) & (c < slice_len)
+            x = tl.load(x_row + start + c, mask=cmask, other=-float("inf"), eviction_policy=KEEP).to(tl.float32)
             m_new = tl.maximum(m_vec, x)
             s_vec = s_vec * _rescale(m_vec, m_new) + _exp_shift(x, m_new)
             m_vec = m_new
@@ -174,13 +171,10 @@ def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPL
         inv = 1.0 / s_row
         for t in range(TILES):
             c = t * BLOCK + offs
-            if EVEN:
-                x = tl.load(x_row + start + c, eviction_policy=DROP).to(tl.float32)
-                tl.store(y_row + start + c, (_exp_shift(x, m_row) * inv).to(y_ptr.dtype.element_ty))
-            else:
-                cmask = (start + c < cols) & (c < slice_len)
-                x = tl.load(x_row + start + c, mask=cmask, other=-float("inf"), eviction_policy=DROP).to(tl.float32)
-                tl.store(y_row + start + c, (_exp_shift(x, m_row) * inv).to(y_ptr.dtype.element_ty), mask=cmask)
+            cmask = (start + c < cols) & (c < slice_len)
+            x = tl.load(x_row + start + c, mask=cmask, other=-float("inf"), eviction_policy=DROP).to(tl.float32)
+            y = _exp_shift(x, m_row) * inv
+            tl.store(y_row + start + c, y.to(y_ptr.dtype.element_ty), mask=cmask)
 
 
 def _interpreting() -> bool:
@@ -269,8 +263,7 @@ def triton_softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tens
     _softmax_long_kernel[(rows * cfg["splits"],)](
         x, y, part, count, cols, cfg["slice_len"], SPLITS=cfg["splits"],
         SPLITS_POW2=triton.next_power_of_2(cfg["splits"]), TILES=cfg["tiles"], BLOCK=cfg["block"],
-        KEEP=cfg["keep"], DROP=cfg["drop"], num_warps=cfg["num_warps"],
-        EVEN=cfg.get("even", cols % cfg["slice_len"] == 0 and cfg["slice_len"] == cfg["block"] * cfg["tiles"]))
+        KEEP=cfg["keep"], DROP=cfg["drop"], num_warps=cfg["num_warps"])
     return y
 
 
