@@ -85,6 +85,16 @@ def test_triton_forced_config(config, device, gpu_assert_close):
     gpu_assert_close(softmax.triton_softmax(x, config=config), softmax.reference(x))
 
 
+@pytest.mark.parametrize("even", [True, False], ids=["unmasked", "masked"])
+def test_triton_tiled_full_tiles(even, device, gpu_assert_close):
+    """Rows that tiles cover exactly take unmasked loads (EVEN); forced masked, the same result."""
+    require("triton", 5 * 1024)
+    (x,) = softmax.make_inputs((5, 1024), torch.float32, device, seed=8)
+    config = dict(kernel="long", splits=1, slice_len=1024, tiles=4, block=256, num_warps=4,
+                  keep="evict_last", drop="evict_first", even=even)
+    gpu_assert_close(softmax.triton_softmax(x, config=config), softmax.reference(x))
+
+
 def test_long_row_launch_parameters():
     """Which long-row config a case gets (no kernel runs): split slices of up to 8192 elements are one
     tile; unsplit rows go in tiles of 4096 at 16 bytes per thread, hinted to stay in L2."""
