@@ -221,7 +221,7 @@ def rows_config(rows: int, cols: int, sms: int, programs_per_sm: int = 0) -> dic
 
 #: float32 rows from this length on take the tiled kernel rather than the register-resident row
 #: kernel. At 16384x16384 on an H100 (`python -m kernels.tune_streaming`-style sweep, 2026-11-24)
-#: the row kernel read 0.713 ms, the tiled one 0.704-0.705 (torch.compile 0.703, a copy 0.708);
+#: the row kernel read 0.713 ms, the tiled one 0.7017 (torch.compile 0.7021, a copy 0.708);
 #: at 32768x8192 0.707 against 0.699. 16-bit rows stay in the row kernel, which was fastest there
 #: (bf16 16384^2: 0.351 against 0.41-0.49 tiled).
 TILED_FP32_FROM = 8192
