@@ -8,11 +8,12 @@ makes that row NaN, a -inf element gives 0, and a row of all -inf is NaN.
 
 Triton: rows that fit one block (<= 16384 elements; float32 rows below TILED_FP32_FROM) go to
 `_softmax_rows_kernel` (a persistent grid over blocks of rows, each row loaded once and kept in
-registers); longer rows go to `_softmax_long_kernel`, an online softmax over tiles. When there are few long rows, each row is
-split across several programs (`splits`), every program owning one slice; they exchange their
-(max, sum) partials through a small workspace and wait for each other on an atomic counter. That
-wait needs every program of the grid resident at once, so the split grid is kept to at most one
-program per multiprocessor; under the interpreter (programs run one after another) splits is 1.
+registers); longer rows go to `_softmax_long_kernel`, an online softmax over tiles. When there
+are few long rows, each row is split across several programs (`splits`), every program owning
+one slice; they exchange their (max, sum) partials through a small workspace and wait for each
+other on an atomic counter. That wait needs every program of the grid resident at once, so the
+split grid is kept to at most one program per multiprocessor; under the interpreter (programs run
+one after another) splits is 1.
 """
 from __future__ import annotations
 
