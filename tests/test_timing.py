@@ -25,7 +25,7 @@ def test_ci_comes_from_batch_medians_when_there_are_enough() -> None:
     assert half == pytest.approx(2.78 * 0.02549509756796392 / math.sqrt(5), rel=1e-3)
 
 
-def test_cpu_functions_are_timed_with_the_host_clock_until_the_budget() -> None:
+def test_cpu_functions_are_timed_with_the_host_clock_in_batches() -> None:
     def spin() -> int:
         end = time.perf_counter() + 5e-4
         while time.perf_counter() < end:
@@ -36,7 +36,7 @@ def test_cpu_functions_are_timed_with_the_host_clock_until_the_budget() -> None:
     m = measure(spin, TimingConfig(budget_s=0.2, batch_s=0.02))
     assert m.value == 7 and m.method == "cpu"
     assert 0.45 <= m.median_ms <= 1.5
-    assert m.stats.samples >= 10 and len(m.batch_medians) >= 5
+    assert m.stats.samples >= 10 and len(m.batch_medians) >= TimingConfig.min_batches
     assert time.perf_counter() - started < 1.5
     assert m.wall_s >= m.measured_s > 0
 
@@ -194,6 +194,20 @@ def test_sim_the_first_batch_of_samples_settles_the_device_and_is_not_counted(si
     m = timer.run()
     assert state["batches"] == len(m.batch_medians) + 1
     assert m.stats.max_ms < 0.3 and m.median_ms == pytest.approx(0.25, rel=0.05)
+
+
+def test_sim_warm_up_of_a_long_call_with_a_cheap_launch_waits_for_the_device(sim) -> None:
+    """Warm-up is judged on the host clock, but must not queue more device work than it has seen
+    done: a 20 ms call launched in 0.1 ms, waited for only every 64th call, warmed up for 1.3 s."""
+    from pytest_gpuperf import timing
+
+    fn = sim.kernel(20.0, host_ms=0.1)
+    timer = timing._CudaTimer(fn, TimingConfig(warmup_s=0.05), (), None, torch=sim.torch)
+    started = time.perf_counter()
+    timer._warmup()
+    sim.synchronize()
+    assert time.perf_counter() - started < 0.2  # calls 1, 2 and 4 at most: 2 x warm-up plus a call
+    assert timer.long_call
 
 
 def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim) -> None:
