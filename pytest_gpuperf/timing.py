@@ -125,10 +125,12 @@ class TimingConfig:
     # clock (tens of ms after a compile left the GPU idle) before calibration.
     warmup_s: float = 0.05
     min_samples: int = 10
-    # Batch medians needed before their spread is trusted: the t-interval's width accounts for
-    # how few there are. On an H100 suite run, 282 of 386 tests had a CI within 0.5% after 3 of
-    # their 5 batches, and their medians moved at most 0.28% (median 0.014%) over the other two.
-    min_batches: int = 3
+    # Batch medians needed before their spread is trusted. Three would do for the median (on an
+    # H100 suite run, 282 of 386 tests had a 0.5% CI after 3 of their 5 batches, their medians
+    # moving at most 0.28% over the other two), but not for the gate: a CI stopped at 0.5% instead
+    # of the ~0.1% five batches give widens the noise bound, and on an H100 the gate then caught a
+    # softmax's 5% slowdowns 17 times in 20 (20 with five) and a matmul's 10% ones 18 (20).
+    min_batches: int = 5
     max_samples: int = 100_000
     batch_s: float = 0.05  # device time queued between checks of the stop rule
 
