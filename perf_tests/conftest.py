@@ -49,6 +49,53 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         cuda_ext.prebuild(names)
     except Exception:  # noqa: BLE001 - see the docstring
         pass
+    if os.environ.get("KERNELS_PRECOMPILE", "1") != "0":
+        _precompile_triton(session)
+
+
+class _Enough(Exception):
+    """Raised by the dry run's stand-in fixtures: the test body has made its Triton calls."""
+
+
+def _dry_benchmark(fn, *args, bytes=None, flops=None, **kwargs):  # noqa: A002 - gpu_benchmark's names
+    fn(*args, **kwargs)
+    raise _Enough
+
+
+def _enough(*args, **kwargs):
+    raise _Enough
+
+
+def _precompile_triton(session: pytest.Session) -> None:
+    """Compile the Triton kernels of the selected Triton cases side by side (kernels/precompile.py).
+
+    Each Triton test body runs once, up to its first gpu_benchmark or gpu_assert_close call, with
+    stand-ins for those fixtures and Triton recording instead of compiling; a test that needs
+    other fixtures is left out. Best effort: what fails here fails again in its test, which
+    reports it."""
+    import time
+
+    from kernels import precompile
+
+    stand_ins = {"device": DEVICE, "gpu_benchmark": _dry_benchmark, "gpu_assert_close": _enough}
+    started = time.perf_counter()
+    with precompile.recording() as specs:
+        for item in session.items:
+            params = getattr(item, "callspec", None) and item.callspec.params
+            params = params or {}
+            wanted = params.get("impl") == "triton" or ("impl" not in params and "triton" in item.name)
+            names = getattr(getattr(item, "_fixtureinfo", None), "argnames", None)
+            if not wanted or names is None or not set(names) <= params.keys() | stand_ins.keys():
+                continue
+            try:
+                item.obj(**{name: params[name] if name in params else stand_ins[name] for name in names})
+            except (Exception, pytest.skip.Exception, pytest.fail.Exception):  # noqa: BLE001 - see the docstring
+                pass
+    compiled = precompile.compile_all(specs)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and specs:
+        reporter.write_line(f"perf suite: {compiled} of {len(specs)} Triton kernel specializations compiled "
+                            f"side by side in {time.perf_counter() - started:.1f} s")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
