@@ -15,6 +15,24 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+
+def _pin_ptxas() -> None:
+    """Every Triton kernel of the run compiles with the same ptxas: the one torch ships, which
+    Inductor points TRITON_PTXAS_PATH at (unless set) when it first compiles. Left to Inductor,
+    the kernels compiled before the first torch.compile case used Triton's own ptxas (12.8 with
+    Triton 3.6) and those after it torch's (13.0 with torch 2.11+cu130), so which binary a kernel
+    got depended on which tests ran before it, and Triton, which takes the ptxas version into its
+    cache key once per process, could even load the other one's binary: on an H100 and an H200 the
+    Triton attention forward at B1 H2 N128 D64 read 12% slower with the precompiled (12.8)
+    binaries than in the runs whose kernels compiled after Inductor had repointed ptxas."""
+    ptxas = os.path.join(os.path.dirname(torch.__file__), "bin", "ptxas")
+    if os.access(ptxas, os.X_OK):
+        os.environ.setdefault("TRITON_PTXAS_PATH", ptxas)
+
+
+if HAS_CUDA:
+    _pin_ptxas()
+
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 
 # Largest problem (in elements of the biggest operand) a CPU correctness run takes on; the
