@@ -454,7 +454,9 @@ def _pruner(table, fields, split_by_m: bool = True):
 
         The pointer kernel lets all of them compete: at 4097x4095x1023 in bf16 and fp16 its
         64x128 tile ran 265-270 µs against 286-291 for the 128x128 ones on an H100 (cold L2;
-        261 against 268-273 warm), and with 64-row tiles kept for M <= 64 it never got the case."""
+        261 against 268-273 warm; binaries of Triton's ptxas 12.8, in a script), and with 64-row
+        tiles kept for M <= 64 it never got the case. (The suite's runs, whose kernels compiled
+        with torch's ptxas 13.0, read the 128x128 tiles at 277-279 µs there.)"""
         wanted = set(table[_table_key(kwargs["DTYPE"], kwargs["PRECISION"], kwargs.get("SWAP_AB", False))])
         mine = [c for c in configs if _config_id(c, fields) in wanted]
         if not split_by_m:
