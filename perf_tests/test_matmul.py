@@ -211,3 +211,23 @@ def test_compiled_lowers_to_cublas(device, gpu_profile):
     prof = gpu_profile(matmul.IMPLS["compiled"], a, b)
     assert prof.launches == 1, prof.table()
     assert not prof.find("triton"), prof.table()
+
+
+def test_precompile_records_every_autotune_config_and_times_none(device):
+    """kernels/precompile.py: under recording, an autotuned launch lists one specialization per
+    config its pruner keeps, times none of them (nothing enters the autotuner's cache), and the
+    workers compile every one of them."""
+    if not HAS_CUDA:
+        pytest.skip("compiles for the GPU: CUDA only")
+    from kernels import precompile
+
+    shape = (4096, 4096, 2048)  # a shape no other case autotunes in this process
+    a, b = matmul.make_inputs(shape, "bfloat16", device)
+    assert matmul.uses_tma(a, b, tf32=False)
+    with precompile.recording() as specs:
+        matmul.triton_matmul(a, b)
+    configs = [v for v in matmul._TMA_TABLE[("16", "ieee")] if v[0] != 64]  # M > 64: 128-row tiles
+    assert set(specs.values()) == {("kernels.matmul", "_matmul_tma_kernel")}
+    assert len(specs) == len(configs)
+    assert not [key for key in matmul._tma_tuned.cache if tuple(key[:3]) == shape]
+    assert precompile.compile_all(specs) == len(specs)
