@@ -99,8 +99,8 @@ def _precompile_triton(session: pytest.Session) -> None:
     started = time.perf_counter()
     with precompile.recording() as specs:
         for item in session.items:
-            params = getattr(item, "callspec", None) and item.callspec.params
-            params = params or {}
+            callspec = getattr(item, "callspec", None)
+            params = callspec.params if callspec else {}
             wanted = params.get("impl") == "triton" or ("impl" not in params and "triton" in item.name)
             names = getattr(getattr(item, "_fixtureinfo", None), "argnames", None)
             if not wanted or names is None or not set(names) <= params.keys() | stand_ins.keys():
