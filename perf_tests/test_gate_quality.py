@@ -4,11 +4,13 @@ Run on a GPU: `pytest perf_tests/test_gate_quality.py -m selfcheck --gpuperf -s`
 For a memory-bound kernel (softmax 4096x4096 fp32) and a compute-bound one (bf16 matmul 4096), the
 measured function is slowed down by 2%, 5%, 10% and 20% with extra work of known cost (a GPU spin
 queued right after it, sized from measured slowdowns to add that fraction), 20 trials each, each
-trial against one of 16 independently measured unchanged runs; those runs are paired with each other for the false-alarm
-rate. Each comparison goes through the plugin's own path: compare.judge, and a suspect result is
-re-measured (gpuperf_retries) with the best run kept; for an unchanged pair that means fresh runs of
-the unchanged function, as the plugin would take before failing a test (judged on the one pair, a
-single outlier run among the 16 gave 13 of 120 alarms on one H100). Measurements use the session's
+trial against one of 16 independently recorded baselines of the unchanged function; those are paired
+with each other for the false-alarm rate. A baseline is recorded as `--gpuperf-save` records one:
+the fastest of compare.recording_runs(gpuperf_retries) runs. Each comparison goes through the
+plugin's own path: compare.judge, and a suspect result is re-measured (gpuperf_retries) with the
+best run kept; for an unchanged pair that means the other recording's runs in turn, the
+measurements the plugin would take before failing a test (judged on one run, a single outlier run
+among the 16 gave 13 of 120 alarms on one H100). Measurements use the session's
 own settings (gpuperf_budget, gpuperf_precision, gpuperf_cache: this repo's 0.3 s budget), so the
 rates are those of the suite's tests.
 """
@@ -32,8 +34,8 @@ pytestmark = [pytest.mark.selfcheck,
 
 SLOWDOWNS = (0.02, 0.05, 0.10, 0.20)
 TRIALS = 20
-UNCHANGED_RUNS = 16  # 120 distinct pairs
-CALIBRATION_RUNS = 5  # runs whose median slowdown sizes the injected spin
+RECORDINGS = 16  # 120 distinct pairs
+CALIBRATION_RUNS = 7  # runs whose median slowdown sizes the injected spin (median of 5: +4.3% for 5%)
 THRESHOLD = 0.05
 
 
@@ -79,8 +81,10 @@ def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None
     fn = make()
     settings = Settings.from_config(request.config)
     config, retries = settings.timing, settings.retries
-    unchanged = [_record(fn, config) for _ in range(UNCHANGED_RUNS)]
-    base_ms = statistics.median(r["median_ms"] for r in unchanged)
+    runs = compare.recording_runs(retries)
+    recordings = [[_record(fn, config) for _ in range(runs)] for _ in range(RECORDINGS)]
+    unchanged = [min(rec, key=lambda r: r["median_ms"]) for rec in recordings]  # as --gpuperf-save keeps
+    base_ms = statistics.median(r["median_ms"] for rec in recordings for r in rec)  # of single runs
     cycles_per_ms = _spin_rate(torch, torch.cuda.current_device())
 
     def slowed(fraction: float):
@@ -106,21 +110,21 @@ def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None
             cycles[0] = max(0, cycles[0] + int((fraction - realized()) * base_ms * cycles_per_ms))
         return run, realized()
 
-    pairs = list(itertools.combinations(unchanged, 2))
-    # An unchanged pair's second run is the first measurement; a suspect verdict re-measures the
-    # unchanged function afresh, as the plugin would before failing a test.
-    judged = [_judged(a, lambda fresh=iter([b]): next(fresh, None) or _record(fn, config), THRESHOLD, retries)
-              for a, b in pairs]
+    pairs = list(itertools.combinations(range(RECORDINGS), 2))
+    # An unchanged pair: baseline i against recording j's runs in turn, as first measurement and
+    # re-measurements (fresh runs if there are more retries than runs).
+    judged = [_judged(unchanged[i], lambda fresh=iter(recordings[j]): next(fresh, None) or _record(fn, config),
+                      THRESHOLD, retries) for i, j in pairs]
     quiet = [v for v, _ in judged]
     alarms = sum(v.time == "slower" for v in quiet)
     remeasured = sum(n > 0 for _, n in judged)
-    clocks = sorted({r["sm_clock_mhz"] for r in unchanged if r["sm_clock_mhz"]})
+    clocks = sorted({r["sm_clock_mhz"] for rec in recordings for r in rec if r["sm_clock_mhz"]})
     rows = [f"  {request.node.callspec.id}: base {base_ms * 1e3:.1f} us (SM clocks {clocks} MHz), threshold "
             f"{THRESHOLD:.0%}: false alarms {alarms}/{len(pairs)} ({remeasured} re-measured; {_spread(quiet)})"]
     caught, bounds = {}, {}
     for fraction in SLOWDOWNS:
         slow_fn, realized = slowed(fraction)
-        verdicts = [_judged(unchanged[i % UNCHANGED_RUNS], lambda: _record(slow_fn, config), THRESHOLD, retries)[0]
+        verdicts = [_judged(unchanged[i % RECORDINGS], lambda: _record(slow_fn, config), THRESHOLD, retries)[0]
                     for i in range(TRIALS)]
         times = [v.time for v in verdicts]
         caught[fraction] = times.count("slower")
@@ -131,7 +135,7 @@ def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None
         print("\n" + "\n".join(rows))
     if os.environ.get("GPUPERF_SELFCHECK_DIR"):  # raw records, to study the decision rule offline
         path = Path(os.environ["GPUPERF_SELFCHECK_DIR"]) / f"gate-{request.node.callspec.id}.json"
-        path.write_text(json.dumps({"unchanged": unchanged, "caught": caught, "change_and_bound": bounds}))
+        path.write_text(json.dumps({"recordings": recordings, "caught": caught, "change_and_bound": bounds}))
     assert alarms <= len(pairs) // 100
     assert caught[0.05] >= 0.95 * TRIALS
     assert caught[0.10] == TRIALS and caught[0.20] == TRIALS

@@ -492,7 +492,8 @@ class GpuBenchmark:
             return self._record(measurement, inputs, nbytes, flops), measurement
 
         record, measurement, verdict, attempt = compare.remeasure_while_suspect(
-            base, run, threshold, settings.retries, judging=settings.compare)
+            base, run, threshold, settings.retries, judging=settings.compare,
+            runs=compare.recording_runs(settings.retries) if settings.save else 1)
         record["remeasured"] = attempt
         record.update(totals)
         record["threshold"] = threshold

@@ -245,3 +245,24 @@ def test_an_unsure_result_that_a_retry_could_make_slower_is_suspect():
     v = judge(rec(1.0, ci=(0.9995, 1.0005)), rec(1.038, ci=(0.986, 1.090)), 0.05)
     assert v.time == "unsure" and compare.is_suspect(v)
     assert judge(rec(1.0, ci=(0.9995, 1.0005)), rec(1.037, ci=(1.029, 1.045)), 0.05).time == "slower"
+
+
+def test_a_recording_keeps_the_fastest_of_as_many_runs_as_a_suspect_result_gets():
+    medians = iter([1.02, 0.99, 1.01, 0.5])
+    calls = []
+
+    def run():
+        calls.append(1)
+        m = next(medians)
+        return rec(m, ci=(m * 0.999, m * 1.001)), len(calls)
+
+    runs = compare.recording_runs(2)
+    record, payload, verdict, again = compare.remeasure_while_suspect(None, run, 0.05, 2, judging=False, runs=runs)
+    assert runs == 3 and len(calls) == 3 and again == 2
+    assert record["median_ms"] == 0.99 and payload == 2 and verdict is None
+    # comparing only, an unsuspicious first run is the only one
+    calls.clear()
+    medians = iter([1.0, 0.9])
+    base = rec(1.0, ci=(0.999, 1.001))
+    record, _, verdict, again = compare.remeasure_while_suspect(base, run, 0.05, 2)
+    assert len(calls) == 1 and again == 0 and verdict.time == "same"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 import pytest
@@ -23,6 +24,22 @@ def test_ci_comes_from_batch_medians_when_there_are_enough() -> None:
     assert ci_relative(summarize(samples)) == 0.0
     half = ci_relative(summarize(samples, drifting))
     assert half == pytest.approx(2.78 * 0.02549509756796392 / math.sqrt(5), rel=1e-3)
+
+
+def test_one_disturbed_batch_does_not_widen_the_ci_but_a_settling_trend_does() -> None:
+    samples = [0.0576] * 400
+    # H100 softmax batches: seven agree within 0.2%, one was interrupted
+    disturbed = [0.0577, 0.0577, 0.0580, 0.0731, 0.0573, 0.0573, 0.0577, 0.0576]
+    calm = [m for m in disturbed if m < 0.07]
+    assert ci_relative(summarize(samples, disturbed)) == pytest.approx(ci_relative(summarize(samples, calm)))
+    assert ci_relative(summarize(samples, disturbed)) < 0.005
+    # a matmul whose batches were still settling: no single outlier, so every batch counts
+    settling = [0.2086, 0.2033, 0.1997, 0.1950, 0.1972, 0.1941, 0.1929, 0.1897, 0.1878, 0.1880, 0.1864]
+    half = ci_relative(summarize([0.194] * 400, settling))
+    assert half == pytest.approx(2.23 * statistics.stdev(settling) / math.sqrt(11) / 0.194, rel=1e-3)
+    # four batches are too few to call one of them disturbed
+    few = [0.0577, 0.0577, 0.0731, 0.0576]
+    assert ci_relative(summarize(samples, few)) > 0.05
 
 
 def test_cpu_functions_are_timed_with_the_host_clock_in_batches() -> None:
