@@ -64,6 +64,11 @@ CUDA_METHODS = ("events", "graph", "queued", "device-sync")
 GRAPH_BELOW_MS = 0.02
 # A call whose host-side enqueue time exceeds this fraction of its GPU time cannot keep the GPU busy.
 LAUNCH_BOUND_RATIO = 0.5
+# ... unless its baseline was timed with events: then events are kept until the call's launch takes
+# longer than a whole sample's GPU time (up to there a spin ahead of each sample covers the host's
+# deficit, so no launch gap is timed). Near the 0.5 boundary the choice flipped with the host's
+# speed: on an H200 a 31.6 µs ELU recorded with events was timed in a graph a session later (+6.2%).
+PREFERRED_EVENTS_RATIO = 1.0
 # GPU time a CUDA-graph replay aims for: long enough for events to resolve 0.1%.
 GRAPH_REPLAY_MS = 2.0
 MAX_GRAPH_CALLS = 1000
@@ -313,12 +318,11 @@ def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | N
     included. Judged on the call alone, 22-45 µs kernels with launches of over half that flipped
     from events on one H100 lease to a graph on the next (a slower or busier host CPU), and the two
     methods (a graph runs its calls back to back, on a warmer L2) disagreed by 4-14%."""
-    host_bound = host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms)
     if prefer == "graph":
         return True
     if prefer == "events":
-        return host_bound
-    return host_bound or gpu_ms < GRAPH_BELOW_MS
+        return host_ms > PREFERRED_EVENTS_RATIO * (gpu_ms + flush_ms)
+    return host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) or gpu_ms < GRAPH_BELOW_MS
 
 
 def _stop(samples: list[float], batch_medians: list[float], config: TimingConfig, started: float) -> bool:

@@ -75,7 +75,8 @@ def test_precision_target_stops_early_on_a_steady_function() -> None:
     (0.5, 0.3, 0.04, None, True),         # launches slower than half the sample: a graph
     (0.027, 0.015, 0.04, "graph", True),  # the baseline's method where it can measure honestly
     (0.005, 0.001, 0.04, "events", False),
-    (0.5, 0.3, 0.04, "events", True),     # ... but not events that would time launch gaps
+    (0.5, 0.3, 0.04, "events", False),    # an events baseline keeps events while a spin per sample can cover the host
+    (0.5, 0.6, 0.04, "events", True),     # ... but not once the launch outlasts the whole sample
 ])
 def test_launch_bound_counts_the_flush_in_a_samples_gpu_time(gpu_ms, host_ms, flush_ms, prefer, graph) -> None:
     assert launch_bound(gpu_ms, host_ms, flush_ms, prefer) is graph
@@ -154,8 +155,17 @@ def test_sim_the_same_call_on_a_warm_cache_is_launch_bound(sim) -> None:
 
 @pytest.mark.parametrize("prefer", [None, "events"])
 def test_sim_launch_bound_calls_are_timed_without_launch_gaps(sim, prefer) -> None:
-    m = _run(sim, sim.kernel(0.1, host_ms=0.4), prefer=prefer)
+    m = _run(sim, sim.kernel(0.1, host_ms=0.6), prefer=prefer)
     assert m.method == "graph"  # an events baseline does not force events that would time the gaps
+    assert m.median_ms == pytest.approx(0.1, rel=0.05)
+
+
+def test_sim_an_events_baseline_keeps_events_while_spins_can_cover_the_launch(sim) -> None:
+    # launch 0.3 ms against 0.1 + ~0.37 ms of GPU per sample: over half, so a graph without a
+    # baseline, but events with a spin ahead of each sample time it as well
+    assert _run(sim, sim.kernel(0.1, host_ms=0.3)).method == "graph"
+    m = _run(sim, sim.kernel(0.1, host_ms=0.3), prefer="events")
+    assert m.method == "events"
     assert m.median_ms == pytest.approx(0.1, rel=0.05)
 
 
