@@ -163,6 +163,18 @@ def test_tf32_row_major_b_through_the_transposed_copy(device, monkeypatch, gpu_a
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
 
 
+def test_transposed_copy_of_b(device):
+    """matmul.transposed, the B^T copy TF32 takes at large M: partial tiles and a row stride past
+    the row length."""
+    require("triton", 200 * 130)
+    for shape in ((64, 96), (65, 33), (1, 7), (200, 130)):
+        b = torch.randn(*shape, device=device)
+        t = matmul.transposed(b)
+        assert t.is_contiguous() and torch.equal(t, b.t()), shape
+    rows = torch.randn(70, 50, device=device)[:, :40]
+    assert torch.equal(matmul.transposed(rows), rows.t())
+
+
 @pytest.mark.parametrize("precision", ["float16", "tf32"])
 def test_triton_strided_operands(precision, device, gpu_assert_close):
     """Views: a column slice of A (row stride 128, still TMA-able) and B as the transpose of a
