@@ -565,8 +565,8 @@ TRANSPOSE_BLOCK = (64, 64, 4)
 
 
 def transposed(b: torch.Tensor, block: tuple[int, int, int] = TRANSPOSE_BLOCK) -> torch.Tensor:
-    """B^T as a contiguous N x K tensor: the Triton tile copy on a GPU (and under the interpreter),
-    torch's copy elsewhere. On an H100 torch's ``b.t().contiguous()`` moved a 4096^2 fp32 B in
+    """B^T as a contiguous N x K tensor: the Triton tile copy on a GPU (and under the interpreter)
+    for a B with unit column stride, torch's copy otherwise. On an H100 torch's ``b.t().contiguous()`` moved a 4096^2 fp32 B in
     139 µs (0.9 TB/s) and an 8192^2 one in 547 µs, while the TF32 kernel reading the result took
     368 and 2930 µs (cuBLAS TF32: 372 and 2928): the copy was the whole gap to cuBLAS."""
     if not (b.is_cuda or _INTERPRET) or b.stride(1) != 1:

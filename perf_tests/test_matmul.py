@@ -167,6 +167,8 @@ def test_transposed_copy_of_b(device):
     """matmul.transposed, the B^T copy TF32 takes at large M: partial tiles and a row stride past
     the row length."""
     require("triton", 200 * 130)
+    if not (HAS_CUDA or matmul._INTERPRET):
+        pytest.skip("the Triton copy runs on a GPU or under TRITON_INTERPRET=1 (elsewhere it is torch's)")
     for shape in ((64, 96), (65, 33), (1, 7), (200, 130)):
         b = torch.randn(*shape, device=device)
         t = matmul.transposed(b)

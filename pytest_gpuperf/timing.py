@@ -6,7 +6,8 @@ The rules (each one a trap seen in practice):
   clock without a synchronize. Work still running on another stream after the measured stream is done
   is detected, and such a callable is timed with a device-wide synchronize instead (and says so).
 - A call shorter than 20 µs (events resolve ~0.5 µs), or whose launches take more than half of a sample's
-  GPU time (the call, plus the L2 flush ahead of it in cold mode), is launch-bound: it is captured
+  GPU time (the call, plus the L2 flush ahead of it in cold mode; with a baseline timed with events,
+  more than the whole of it), is launch-bound: it is captured
   k times in a CUDA graph and timed per replay; if it cannot be captured, k eager calls are queued
   behind a GPU spin so that launch gaps are not measured. The k calls of a replay run back to back:
   only the first starts from a cold L2, the others find what their predecessor left in it.
@@ -157,10 +158,12 @@ class Stats:
     samples: int
 
 
-# A batch median this many standard deviations (of the other batches) away from the others is one
-# disturbed batch, not noise: among five to ten normal batch medians the farthest lies under about
-# three of them (see _undisturbed).
-DISTURBED_SIGMAS = 4.0
+# How many standard deviations of the other k - 1 batch medians the farthest one must lie from
+# their mean to count as one disturbed batch (see _undisturbed), for k = 5, 6, ...: Student-t
+# prediction bounds at a two-sided 1% / k (Bonferroni over the k candidates), so that normal batches
+# lose one ~1% of the time at every k (checked by simulation); beyond the table, its last value.
+DISTURBED_SIGMAS = (11.42, 8.25, 6.86, 6.10, 5.63, 5.31, 5.09, 4.92, 4.78, 4.68, 4.60, 4.53, 4.47, 4.42, 4.38,
+                    4.34)
 # Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (beyond: 1.96 suffices).
 _T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13,
          2.12, 2.11, 2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04)
@@ -168,8 +171,8 @@ _T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18
 
 def _undisturbed(batch_medians: list[float]) -> list[float]:
     """The batch medians without one disturbed batch, if there is one among at least five: the one
-    farthest from the others' mean, when it lies over DISTURBED_SIGMAS of their standard deviations
-    from it. One batch hit by an interruption (a softmax batch at 73 µs among 57s on an H100) made
+    farthest from their median, when it lies further from the others' mean than DISTURBED_SIGMAS
+    of their standard deviations (never when the others do not vary: that would be a zero interval). One batch hit by an interruption (a softmax batch at 73 µs among 57s on an H100) made
     a t-interval of 8% out of batches that agree to 0.2%, and the gate then judged a 10% slowdown
     `unsure` behind that bound. A trend (batches settling over the run) spreads over several
     batches and stays in the interval."""
@@ -179,7 +182,8 @@ def _undisturbed(batch_medians: list[float]) -> list[float]:
     far = max(range(len(batch_medians)), key=lambda i: abs(batch_medians[i] - center))
     rest = batch_medians[:far] + batch_medians[far + 1:]
     spread = statistics.stdev(rest)
-    if abs(batch_medians[far] - statistics.fmean(rest)) > DISTURBED_SIGMAS * spread:
+    sigmas = DISTURBED_SIGMAS[min(len(batch_medians) - 5, len(DISTURBED_SIGMAS) - 1)]
+    if spread > 0 and abs(batch_medians[far] - statistics.fmean(rest)) > sigmas * spread:
         return rest
     return batch_medians
 
@@ -538,7 +542,7 @@ class _CudaTimer:
             return 0.0
         if self.index not in _FLUSH_MS:
             raw = self._batch(flush, 5, 0.05, None, sync=False)
-            _FLUSH_MS[self.index] = max(statistics.median(raw) - self._timer_overhead_ms(None), 0.0)
+            _FLUSH_MS[self.index] = max(_low(raw) - self._timer_overhead_ms(None), 0.0)
         return _FLUSH_MS[self.index]
 
     def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, flush,
@@ -657,7 +661,7 @@ class _Flush:
 
 
 def _low(raw_ms: list[float]) -> float:
-    """A low quantile (the 10th percentile; the fastest of fewer than 20) of raw event times taken
+    """A low quantile (the 10th percentile; the fastest of fewer than 10) of raw event times taken
     behind a spin: a host stall can only lengthen one, when the queue runs dry, never shorten it.
     Used where one number is taken from a short batch (calibration), and an inflated one would be
     subtracted from every sample or choose the method: with the median of 9, a ~6 µs attention

@@ -192,7 +192,7 @@ def test_save_then_compare_gates_a_real_slowdown(suite: pytest.Pytester, monkeyp
     saved.assert_outcomes(passed=2)
     saved.stdout.fnmatch_lines(["*saved 2 entries to*"])
     # a recording keeps the fastest of 1 + gpuperf_retries runs per test, as a suspect result does
-    saved.stdout.fnmatch_lines(["*; 4 re-measurements)*"])
+    saved.stdout.fnmatch_lines(["*; 4 repeated runs (suspects re-measured, or recordings))*"])
     stored = _baseline(suite)
     assert stored["schema_version"] == 1 and stored["device"]["key"].startswith("cpu-")
     assert set(stored["entries"]) == {"test_scaled.py::test_fast", "test_scaled.py::test_tolerant"}
