@@ -28,8 +28,9 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   (730), bf16 8192 702 (693), fp16 4096 663 (693), fp32 8192 43 (51); H200 (configs autotuned in
   CUDA graphs) bf16 4096 716 (726), fp16 8192 662 (654). TF32 reached 225 (359) with the earlier
   register-operand form; with torch's K-major copy (H100, fourth lease) 4096 273 (365), 8192 310
-  (353); with the Triton copy (``transposed``; H100, session 9) 4096 333 (366), 8192 336 (372). A first device run hung inside autotuning with the warp-specialized configs in the list;
-  they are out of it since (EXPERIMENTAL_WS_CONFIGS).
+  (353); with the Triton copy (``transposed``; H100, session 9) 4096 333 (366), 8192 336 (372).
+  A first device run hung inside autotuning with the warp-specialized configs in the list; they
+  are out of it since (EXPERIMENTAL_WS_CONFIGS).
 - ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT fp32 SGEMM (128x128x8 block tile,
   8x8 outputs per thread, A stored transposed in shared memory, 16-byte loads, double buffering).
   fp32 only.
@@ -536,10 +537,10 @@ def _k_major(b: torch.Tensor) -> bool:
 
 # TF32 with a row-major B: the B^T copy moves 8*K*N bytes, about 400/M of the multiply's time at
 # ~300 TFLOP/s and 3 TB/s, against the ~25% the K-major pipeline saves (H100: 4096^3 611 -> 503 us
-# with torch's copy, 410 us with `transposed`; 64x16384x16384 360 us -> 2.66 ms with torch's). Below this M the TMA kernel computes
-# C^T = B^T A^T with B^T as the register operand (SWAP_AB): the plain form reading a row-major TF32
-# B copies every B tile shared -> registers -> shared (64x16384x16384: 869 us; the pointer kernel
-# 731 us; the swapped form 360 us).
+# with torch's copy, 410 us with `transposed`; 64x16384x16384 360 us -> 2.66 ms with torch's).
+# Below this M the TMA kernel computes C^T = B^T A^T with B^T as the register operand (SWAP_AB):
+# the plain form reading a row-major TF32 B copies every B tile shared -> registers -> shared
+# (64x16384x16384: 869 us; the pointer kernel 731 us; the swapped form 360 us).
 TF32_TRANSPOSE_MIN_M = 2048
 
 
@@ -566,16 +567,17 @@ TRANSPOSE_BLOCK = (64, 64, 4)
 
 def transposed(b: torch.Tensor, block: tuple[int, int, int] = TRANSPOSE_BLOCK) -> torch.Tensor:
     """B^T as a contiguous N x K tensor: the Triton tile copy on a GPU (and under the interpreter)
-    for a B with unit column stride, torch's copy otherwise. On an H100 torch's ``b.t().contiguous()`` moved a 4096^2 fp32 B in
-    139 µs (0.9 TB/s) and an 8192^2 one in 547 µs, while the TF32 kernel reading the result took
-    368 and 2930 µs (cuBLAS TF32: 372 and 2928): the copy was the whole gap to cuBLAS."""
+    for a B with unit column stride, torch's copy otherwise. On an H100 torch's
+    ``b.t().contiguous()`` moved a 4096^2 fp32 B in 139 µs (0.9 TB/s) and an 8192^2 one in 547 µs,
+    while the TF32 kernel reading the result took 368 and 2930 µs (cuBLAS TF32: 372 and 2928): the
+    copy was the whole gap to cuBLAS."""
     if not (b.is_cuda or _INTERPRET) or b.stride(1) != 1:
         return b.t().contiguous()
     k, n = b.shape
     out = torch.empty((n, k), dtype=b.dtype, device=b.device)
     rows, cols, warps = block
-    _transpose_kernel[(triton.cdiv(k, rows), triton.cdiv(n, cols))](b, out, k, n, b.stride(0), BLOCK_R=rows,
-                                                                    BLOCK_C=cols, num_warps=warps)
+    grid = (triton.cdiv(k, rows), triton.cdiv(n, cols))
+    _transpose_kernel[grid](b, out, k, n, b.stride(0), BLOCK_R=rows, BLOCK_C=cols, num_warps=warps)
     return out
 
 

@@ -62,7 +62,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("gpuperf_cache", "cold or warm L2 between samples", default="cold")
     parser.addini("gpuperf_precision", "target precision of the median (95% CI half-width)", default="0.5%")
     parser.addini("gpuperf_budget", "sampling time budget per measurement, seconds", default="1.0")
-    parser.addini("gpuperf_retries", "re-measurements of a suspect result before it fails (a recording takes 1 + this many runs)",
+    parser.addini("gpuperf_retries",
+                  "re-measurements of a suspect result before it fails (a recording takes 1 + this many runs)",
                   default="2")
 
 

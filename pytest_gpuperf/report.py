@@ -146,9 +146,10 @@ def time_line(results: list[dict], session_s: float) -> str:
 
     wall, first, sampled = total("wall_s"), total("first_call_s"), total("measured_s")
     again = sum(int(as_number(r.get("remeasured")) or 0) for r in results)
+    repeated = f"; {again} repeated runs (suspects re-measured, or recordings)" if again else ""
     return (f"gpuperf: {session_s:.1f} s since start: {len(results)} measurements {wall:.1f} s (first calls, i.e. "
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
-            f"{max(wall - first - sampled, 0.0):.1f} s" + (f"; {again} repeated runs (suspects re-measured, or recordings)" if again else "")
+            f"{max(wall - first - sampled, 0.0):.1f} s" + repeated
             + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
 
 

@@ -172,8 +172,9 @@ _T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18
 def _undisturbed(batch_medians: list[float]) -> list[float]:
     """The batch medians without one disturbed batch, if there is one among at least five: the one
     farthest from their median, when it lies further from the others' mean than DISTURBED_SIGMAS
-    of their standard deviations (never when the others do not vary: that would be a zero interval). One batch hit by an interruption (a softmax batch at 73 µs among 57s on an H100) made
-    a t-interval of 8% out of batches that agree to 0.2%, and the gate then judged a 10% slowdown
+    of their standard deviations (never when the others do not vary: that would be a zero interval).
+    One batch hit by an interruption (a softmax batch at 73 µs among 57s on an H100) made a
+    t-interval of 8% out of batches that agree to 0.2%, and the gate then judged a 10% slowdown
     `unsure` behind that bound. A trend (batches settling over the run) spreads over several
     batches and stays in the interval."""
     if len(batch_medians) < 5:
@@ -477,8 +478,8 @@ class _CudaTimer:
         with _gc_paused():
             self._pad(host_ms * 2)
             for i, (begin, end) in enumerate(events):
-                if stamps is not None and i < QUEUE_PROBE:  # later, a full launch queue would time the device
-                    stamps.append(time.perf_counter())
+                if stamps is not None and i < QUEUE_PROBE:  # later, a full launch queue would time
+                    stamps.append(time.perf_counter())  # the device
                 if each_ms > 0:
                     self._pad(each_ms)
                 if flush is not None:
