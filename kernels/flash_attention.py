@@ -192,10 +192,17 @@ def _ensure_triton_allocator() -> None:
 # these loops on Hopper: the kernel compiles unchanged at 8 warps, and fails or spills at 4.)
 # The interpreter uses small fixed blocks so that tests at N=77/128 cross several blocks, a causal
 # band and a partial last block.
+# D128 full takes 256-row query blocks: on an H100 (2026-11-24, forced configs timed as in
+# `python -m kernels.tune_attention --head-dims 128`, B4 H16 N4096 bf16) 256x64 w8 s3 ran 483.5
+# TFLOP/s against 471.6 for 128x128 w8 s3 and flex_attention's 470.1 (128x64 w8 s3 450.9, 128x128
+# s2 436.8; 256x128 and 128x128 s4 do not fit in shared memory; causal 256x64 384.4 against
+# 405.1). Where 256-row blocks would be fewer than the SMs, and 128-row ones not, the grid takes
+# FWD_NARROW instead.
 FWD_CONFIGS = {  # head dim -> (full, causal): BLOCK_M, BLOCK_N, num_warps, num_stages
     64: ((128, 64, 8, 3), (64, 64, 4, 3)),
-    128: ((128, 128, 8, 3), (64, 64, 4, 3)),
+    128: ((256, 64, 8, 3), (64, 64, 4, 3)),
 }
+FWD_NARROW = (128, 128, 8, 3)
 BWD_CONFIGS = {  # head dim -> "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, num_stages
     64: (64, 64, 64, 64, 4, 3),
     128: (64, 128, 128, 64, 8, 3),
@@ -233,17 +240,24 @@ def _table_dim(head_dim: int) -> int:
     return 64 if head_dim <= 64 else 128
 
 
-def small_grid(batch_heads: int, n: int, sms: int) -> bool:
-    """True when 128-row blocks of B*H = `batch_heads` sequences of length n are fewer than `sms`."""
-    return batch_heads * -(-n // 128) < sms
+def small_grid(batch_heads: int, n: int, sms: int, rows: int = 128) -> bool:
+    """True when `rows`-row blocks of B*H = `batch_heads` sequences of length n are fewer than `sms`."""
+    return batch_heads * -(-n // rows) < sms
 
 
-def fwd_config(n: int, head_dim: int, causal: bool, small: bool = False) -> dict:
-    """Launch parameters of the forward for sequence length n (`small`: see small_grid)."""
+def fwd_config(n: int, head_dim: int, causal: bool, batch_heads: int | None = None, sms: int | None = None) -> dict:
+    """Launch parameters of the forward for B*H = `batch_heads` sequences of length n on `sms` SMs
+    (either None: a grid that fills the GPU with any blocks; see small_grid)."""
+    def small(rows: int) -> bool:
+        return batch_heads is not None and sms is not None and small_grid(batch_heads, n, sms, rows)
+
     if n < LONG_BLOCKS_FROM_N:
         values = SHORT_FWD
+    elif small(128):
+        values = SMALL_GRID_FWD
     else:
-        values = SMALL_GRID_FWD if small else FWD_CONFIGS[_table_dim(head_dim)][int(causal)]
+        values = FWD_CONFIGS[_table_dim(head_dim)][int(causal)]
+        values = FWD_NARROW if small(values[0]) else values
     return dict(zip(FWD_FIELDS, values))
 
 
@@ -299,7 +313,7 @@ def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None 
     elif not config:
         from kernels.common import sm_count
 
-        config = fwd_config(N, D, causal, small_grid(B * H, N, sm_count(q.device)))
+        config = fwd_config(N, D, causal, B * H, sm_count(q.device))
     meta = dict(config)
     grid = (triton_cdiv(N, meta["BLOCK_M"]), B * H)
     fat.attn_fwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, USE_TMA=use_tma, **meta)

@@ -17,7 +17,7 @@ from kernels import flash_attention as fa
 from kernels import tuning
 from pytest_gpuperf.timing import TimingConfig
 
-FWD_CANDIDATES = [(128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2)]
+FWD_CANDIDATES = [(256, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2)]
 BWD_CANDIDATES = [(64, 128, 128, 64, 8, 3), (64, 128, 128, 64, 8, 2), (64, 128, 128, 64, 8, 4),
                   (32, 128, 128, 32, 8, 3), (64, 64, 64, 64, 4, 3), (32, 64, 64, 32, 4, 3)]
 

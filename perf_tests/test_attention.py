@@ -120,7 +120,7 @@ CONFIG_SHAPE = (1, 2, 300, 64)  # 300 = 2 * 128 + 44: partial last block for eve
 
 
 def _config_cases():
-    fwd = {*(c for pair in fa.FWD_CONFIGS.values() for c in pair), fa.SHORT_FWD}
+    fwd = {*(c for pair in fa.FWD_CONFIGS.values() for c in pair), fa.SHORT_FWD, fa.FWD_NARROW}
     for values in sorted(fwd):
         bm, bn, w, s = values
         yield pytest.param("fwd", dict(zip(fa.FWD_FIELDS, values)), id=f"fwd-{bm}x{bn}-w{w}-s{s}")
@@ -143,9 +143,12 @@ def test_launch_parameters_follow_head_dim_masking_and_length():
     assert fa.bwd_config(short, 128, "split") == dict(zip(fa.BWD_FIELDS, fa.SHORT_BWD))
     # B2 H8 N1000: 128 programs of 128 rows on a 132-SM GPU take the small-grid blocks; B4 H16 do not
     assert fa.small_grid(16, 1000, 132) and not fa.small_grid(64, 1000, 132)
-    assert fa.fwd_config(1000, 128, False, small=True) == dict(zip(fa.FWD_FIELDS, fa.SMALL_GRID_FWD))
+    assert fa.fwd_config(1000, 128, False, 16, 132) == dict(zip(fa.FWD_FIELDS, fa.SMALL_GRID_FWD))
+    # B1 H8 N4096: 128 blocks of 256 rows on 132 SMs, 256 of 128 rows: the 128-row blocks
+    assert fa.fwd_config(4096, 128, False, 8, 132) == dict(zip(fa.FWD_FIELDS, fa.FWD_NARROW))
+    assert fa.fwd_config(4096, 128, False, 64, 132) == dict(zip(fa.FWD_FIELDS, fa.FWD_CONFIGS[128][0]))
     assert fa.bwd_config(1000, 128, "split", small=True) == dict(zip(fa.BWD_FIELDS, fa.SMALL_GRID_BWD))
-    assert fa.fwd_config(short, 128, False, small=True) == dict(zip(fa.FWD_FIELDS, fa.SHORT_FWD))
+    assert fa.fwd_config(short, 128, False, 16, 132) == dict(zip(fa.FWD_FIELDS, fa.SHORT_FWD))
     for n in (1, 77, short, fa.LONG_BLOCKS_FROM_N, 300, 1000, long_n):
         for d in fa.SUPPORTED_HEAD_DIMS:
             for causal in (False, True):

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from .timing import recorded_version, timed_on_gpu
+from .timing import recorded_version, timing_epoch
 
 SCHEMA_VERSION = 1
 
@@ -173,19 +173,13 @@ def _how(entry: dict) -> tuple[str, str]:
     return str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown")
 
 
-def _version(entry: dict) -> int | None:
-    """The timing version that matters for an entry's median: its own for GPU-timed entries (and
-    entries that do not say how they were timed), None for host clocks, which versions do not change."""
-    return recorded_version(entry) if timed_on_gpu(entry) else None
-
-
 def combine(recordings: list[tuple[str, dict[str, dict]]],
             max_drift: float = MAX_DRIFT) -> tuple[dict[str, dict], list[str]]:
     """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
 
     Per test, the recordings measured the way the newest one was (timing method and cache mode) are
-    combined: the entry takes the median of the medians of those of its timing version, and `drift`
-    becomes their range (largest / smallest - 1), or the drift an input of that method and cache
+    combined: the entry takes the median of the medians of those timed alike (timing.timing_epoch),
+    and `drift` becomes their range (largest / smallest - 1), or the drift an input of that method and cache
     already carried if that is larger: drift is the largest run-to-run spread seen for the test, and
     only a merge of fresh recordings lowers it.
     Where the range exceeds `max_drift` the test really changed between recordings (or one
@@ -217,7 +211,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
                          f"{'/'.join(how)} in {label}: only the {'/'.join(how)} ones are combined")
         # Medians of another timing version differ by the change of method, which is not drift; the
         # drift they learned (a relative run-to-run spread) still holds.
-        same = [e for e in same_how if _version(e) == _version(newest)]
+        same = [e for e in same_how if timing_epoch(e) == timing_epoch(newest)]
         if len(same) < len(same_how):
             older_versions.append(name)
         medians = [e["median_ms"] for e in same]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .baseline import MAX_DRIFT, BaselineError, baseline_path
 from .compare import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
-from .timing import recorded_version, timed_on_gpu
+from .timing import recorded_version, timing_epoch
 
 EXIT_OK = 0
 EXIT_SLOWER = 1
@@ -66,8 +66,7 @@ def _cmd_compare(args) -> int:
               f"{args.new} is {new_dev.get('key')}", file=sys.stderr)
     old_map, new_map = _by_id(old), _by_id(new)
     differ = sorted(k for k in old_map.keys() & new_map.keys()
-                    if (timed_on_gpu(old_map[k]) or timed_on_gpu(new_map[k]))
-                    and recorded_version(old_map[k]) != recorded_version(new_map[k]))
+                    if timing_epoch(old_map[k]) != timing_epoch(new_map[k]))
     if differ:
         first = differ[0]
         print(f"gpuperf: note: {len(differ)} test(s) were timed with different timing versions on the two sides "

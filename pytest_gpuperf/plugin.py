@@ -22,7 +22,7 @@ from . import baseline as baseline_mod
 from . import compare
 from .device import Peaks, describe, has_cuda, merged_peaks, read_clocks, software_versions
 from .timing import (TIMING_VERSION, Measurement, TimingConfig, cuda_sync_timer, iter_tensors, measure,
-                     recorded_version, timed_on_gpu, version_note)
+                     recorded_version, version_note)
 from .tolerance import is_nonnegative_number
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
@@ -246,12 +246,11 @@ class GpuPerf:
             torch.cuda.set_device(index)
 
     def stale_entries(self) -> list[str]:
-        """Baseline entries timed on the GPU with another timing version than this gpuperf's (none
-        recorded: version 1): comparisons against them see the change of method too."""
+        """Baseline entries timed with a version whose reading of their method this gpuperf's has
+        changed since (none recorded: version 1): comparisons against them see that change too."""
         if self.baseline is None:
             return []
-        return sorted(name for name, e in self.baseline.entries.items()
-                      if timed_on_gpu(e) and version_note(recorded_version(e)))
+        return sorted(name for name, e in self.baseline.entries.items() if version_note(e))
 
     @property
     def baseline_path(self) -> Path:
@@ -635,7 +634,7 @@ def pytest_configure(config: pytest.Config) -> None:
                       else ": record them again (--gpuperf-save)"))
         config.issue_config_time_warning(pytest.PytestConfigWarning(
             f"gpuperf: {len(stale)} of {len(perf.baseline.entries)} entries of {perf.baseline_path} were timed "
-            f"with another timing version (e.g. {example}: {version_note(versions[example])}); {advice}"),
+            f"with another timing version (e.g. {example}: {version_note(perf.baseline.entries[example])}); {advice}"),
             stacklevel=2)
     config.stash[_STATE] = perf
     config.pluginmanager.register(perf, "gpuperf-session")

@@ -21,13 +21,12 @@ The rules (each one a trap seen in practice):
   clock (the fastest of a few readings of the spin rate after a warming spin), so a lower clock can
   only lengthen them.
 - What a frame adds to a call is subtracted from every sample: the event pair (~1.3 µs on an H100)
-  and the latency of a kernel launched behind an event and waited for by the next one (another
-  ~1 µs on an H100, ~2 µs on an H200). A kernel back to back with others in a stream does not pay
-  that latency, only the short gap the GPU leaves between dependent kernels (0.2-0.7 µs), so the
-  frame cost is taken as
-  what one short spin costs in a frame beyond what a second spin behind it adds (2 T1 - T2): a
-  sample then reads the call as it runs in a stream, as a graph replay does, and both methods
-  agree. Subtracting only the empty pair read a 40 µs kernel 5% above CUPTI's duration.
+  and the latency of a kernel launched behind an event and waited for by the next one (together
+  2.8-3.4 µs beyond CUPTI's kernel duration on an H100, for a one-thread spin and a full-grid copy
+  alike). It is taken as a frame around a short spin less what the spin costs in a CUDA graph of
+  spins back to back (see `_frame`): a sample then reads the call as a graph replay does, its
+  kernels plus the short gap (0.0-0.4 µs) a kernel leaves behind another in a graph, and both
+  methods agree.
 - Samples are taken in batches of ~50 ms. Power management makes consecutive samples correlated
   (a bf16 matmul's clock wanders over hundreds of ms), so the precision of the median is judged
   from the spread of the batch medians, not from the samples as if they were independent: sampling
@@ -52,13 +51,16 @@ from .device import SEVERE_THROTTLE, read_clocks
 
 # What a sample measures, versioned per result: an entry measured with another version can read
 # differently for the same code, so comparisons against it say so, and merges keep versions apart.
-TIMING_VERSION = 2
-TIMING_CHANGES = {
-    2: "CUDA event samples no longer include the ~1 µs latency of a kernel launched between two events "
-       "(they read the call as it runs in a stream, as graph replays do)",
-}
-# Methods whose samples a timing version changes: the CUDA ones (host clocks read the same way).
+# A change names the methods whose samples it moved; results of the others compare across it.
+TIMING_VERSION = 3
 CUDA_METHODS = ("events", "graph", "queued", "device-sync")
+TIMING_CHANGES = {  # version -> (methods it changed, what changed)
+    2: (CUDA_METHODS, "CUDA event samples no longer include the ~1 µs latency of a kernel launched between two "
+                      "events (they read the call as it runs in a stream, as graph replays do)"),
+    3: (("events", "queued", "device-sync"),
+        "CUDA event samples no longer include the ~1 µs gap between two kernels queued eagerly (they read the "
+        "call as a graph replay does: up to ~1.5 µs less per sample on an H100)"),
+}
 
 # Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs, and a launch
 # costs several µs, so a few-µs kernel timed alone measures the launch.
@@ -82,12 +84,16 @@ PENDING_FRACTION = 0.25
 # Samples over which a batch's host queuing time is taken: a longer batch can fill the launch queue
 # (~1000 entries, 4 per sample), after which the host waits for the device.
 QUEUE_PROBE = 32
-# Samples per batch of the frame calibration (empty frames; then frames around one spin and
-# around two, alternating): up to 5 launch-queue entries each.
+# Samples of each kind in the frame calibration (empty frames; then frames around one spin and around
+# graphs of spins, alternating in one batch).
 FRAME_SAMPLES = 100
-# GPU time of the spin the frame calibration times in a frame, once and twice: a few µs, so that
-# a clock below boost lengthens it by little.
+# GPU time of the spin the frame calibration times in a frame: a few µs, so that a clock below boost
+# lengthens it by little.
 FRAME_SPIN_MS = 0.005
+# Spins in the smaller of the calibration's two graphs (the larger has twice as many): what one spin
+# costs in a stream is their difference over this many, so the frames' own noise (~0.03 µs at the
+# low quantile) is divided by it.
+FRAME_GRAPH_SPINS = 20
 # Host wall time a CPU sample aims for, so perf_counter's resolution is irrelevant.
 CPU_SAMPLE_S = 1e-4
 
@@ -102,21 +108,34 @@ def recorded_version(entry: dict) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
-def timed_on_gpu(entry: dict) -> bool:
-    """Whether a timing version applies to an entry: GPU-timed, or not saying how it was timed (as
-    entries recorded before versions were may not)."""
-    return entry.get("method") in CUDA_METHODS or not entry.get("method")
+def _changed(version: int, entry: dict) -> bool:
+    """Whether timing version `version` moved the samples of an entry's method (an entry that does
+    not say how it was timed, as entries recorded before versions were may not: assume it did)."""
+    method = entry.get("method")
+    return not method or method in TIMING_CHANGES[version][0]
 
 
-def version_note(version: int | None) -> str | None:
-    """What differs between results measured with timing `version` and this gpuperf's, or None."""
-    if version == TIMING_VERSION:
-        return None
+def timing_epoch(entry: dict) -> int | None:
+    """The newest timing version, up to the entry's own, that changed how its method reads (1 when
+    none did): two results were measured the same way when their epochs are equal. A version newer
+    than this gpuperf's is its own epoch (what it changed is unknown here); None: not a version."""
+    version = recorded_version(entry)
+    if version is None or version > TIMING_VERSION:
+        return version
+    return max([1] + [v for v in TIMING_CHANGES if v <= version and _changed(v, entry)])
+
+
+def version_note(entry: dict) -> str | None:
+    """What differs between an entry's timing and this gpuperf's for its method, or None."""
+    version = recorded_version(entry)
     if version is None:
         return f"an unknown timing version (this gpuperf measures with {TIMING_VERSION})"
+    if timing_epoch(entry) == timing_epoch(dict(entry, timing=TIMING_VERSION)):
+        return None
     if version > TIMING_VERSION:
         return f"timing version {version}, newer than this gpuperf's {TIMING_VERSION}: upgrade pytest-gpuperf"
-    changes = "; ".join(TIMING_CHANGES[v] for v in range(version + 1, TIMING_VERSION + 1) if v in TIMING_CHANGES)
+    changes = "; ".join(TIMING_CHANGES[v][1] for v in TIMING_CHANGES
+                        if version < v <= TIMING_VERSION and _changed(v, entry))
     return f"timing version {version}, and this gpuperf measures with {TIMING_VERSION}: {changes}"
 
 
@@ -496,11 +515,17 @@ class _CudaTimer:
         """(GPU ms a sample's frame adds to the call in it, host ms to queue a frame: the flush and
         the event pair), taken the way samples are, once per device and cache mode.
 
-        The GPU cost is 2 T1 - T2, T1 and T2 being a frame around one short spin and around two
-        back to back (alternating in one batch): the pair, and the latency of a kernel between
-        events, less the gap a kernel behind another leaves (see the module docstring); outside
-        [empty pair, T1] it cannot be right, and the empty pair's cost stands in. The host cost
-        (tens of µs on an H100 host, against a ~33 µs flush) decides, with the call's own launches, whether one spin per
+        The GPU cost is T1 - R: T1 a frame around one short spin, R what that spin costs in a
+        stream, from CUDA graphs of k and 2k spins back to back ((frame(2k) - frame(k)) / k: the
+        frames cancel), all alternating in one batch so they see the same clocks. So an event
+        sample reads the call as a graph replay does, its kernels plus the short gap a kernel
+        leaves behind another in a graph (0.0-0.4 µs on an H100). A frame around one kernel adds
+        2.8-3.4 µs to its CUPTI duration on an H100, whether the kernel is a one-thread spin or a
+        full-grid copy, but eager kernels back to back leave ~1 µs between them: the earlier cost,
+        2 T1 - T2 (frames around one spin and two), subtracted only the frame beyond that gap, and
+        a 40 µs copy read 1.7 µs above CUPTI's duration. Outside [empty pair, T1] the cost cannot
+        be right, and the empty pair's stands in. The host cost (tens of µs on an H100 host,
+        against a ~33 µs flush) decides, with the call's own launches, whether one spin per
         batch keeps the device busy: forced to events with the device idling between samples, a
         3.6 µs kernel's samples read 21 µs on an H100, against 6 µs behind a spin that covered the
         whole batch."""
@@ -511,25 +536,31 @@ class _CudaTimer:
                 flush()
                 torch.cuda.synchronize()
             cycles = int(FRAME_SPIN_MS * _spin_rate(torch, self.index))
+
+            def spin() -> None:
+                torch.cuda._sleep(cycles)
+
             # The head spin covers the whole batch's enqueue, and a batch stays well inside the launch
             # queue, or frames would read host gaps.
             stamps: list[float] = []
             empty = _low(self._batch(lambda: None, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False,
                                     stamps=stamps))
-            spins = iter(range(FRAME_SAMPLES))
-
-            def one_or_two() -> None:  # alternate, so that both kinds of frame see the same clocks
-                for _ in range(1 + next(spins) % 2):
-                    torch.cuda._sleep(cycles)
-
-            raw = self._batch(one_or_two, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False)
-            one, two = _low(raw[0::2]), _low(raw[1::2])
-            cost = 2 * one - two
-            if not empty <= cost <= one:  # pair <= pair + latency - gap <= pair + latency + spin
-                self.warnings.append(
-                    f"frame calibration out of range (one spin {one * 1e3:.2f} µs, two {two * 1e3:.2f} µs, "
-                    f"empty {empty * 1e3:.2f} µs): only the empty event pair's cost is subtracted")
+            graphs = [self._capture(spin, FRAME_GRAPH_SPINS), self._capture(spin, 2 * FRAME_GRAPH_SPINS)]
+            if any(isinstance(g, Exception) for g in graphs):
+                cost, problem = empty, "failed: a spin could not be captured in a CUDA graph"
+            else:
+                bodies = [spin, graphs[0].replay, graphs[1].replay]
+                kinds = iter(range(3 * FRAME_SAMPLES))
+                raw = self._batch(lambda: bodies[next(kinds) % 3](), 3 * FRAME_SAMPLES, 3 * FRAME_SAMPLES * 0.05,
+                                  flush, sync=False)
+                one, k_spins, two_k_spins = _low(raw[0::3]), _low(raw[1::3]), _low(raw[2::3])
+                cost = one - (two_k_spins - k_spins) / FRAME_GRAPH_SPINS
+                problem = None if empty <= cost <= one else (
+                    f"out of range (one spin {one * 1e3:.2f} µs, {FRAME_GRAPH_SPINS} and {2 * FRAME_GRAPH_SPINS} "
+                    f"in graphs {k_spins * 1e3:.2f} and {two_k_spins * 1e3:.2f} µs, empty {empty * 1e3:.2f} µs)")
+            if problem:
                 cost = empty
+                self.warnings.append(f"frame calibration {problem}: only the empty event pair's cost is subtracted")
             gaps = [b - a for a, b in zip(stamps, stamps[1:])]  # a stall inflates one sample, not all
             _FRAME[key] = (cost, statistics.median(gaps) * 1e3)
         return _FRAME[key]
@@ -565,23 +596,22 @@ class _CudaTimer:
             self._read_clocks()
         return samples, batch_medians
 
-    def _graph(self, calls: int):
-        """Capture `calls` calls of fn in one CUDA graph, or None if fn cannot be captured."""
+    def _capture(self, fn: Callable[[], Any], calls: int) -> Any:
+        """`calls` calls of fn captured in one CUDA graph, or the exception that stopped the capture."""
         torch = self.torch
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         try:
             with torch.cuda.stream(side):
-                self.fn()
+                fn()
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 for _ in range(calls):
-                    self.fn()
-        except Exception as exc:  # noqa: BLE001 - not capturable (syncs, CPU work, RNG): fall back
+                    fn()
+        except Exception as exc:  # noqa: BLE001 - not capturable (syncs, CPU work, RNG): the caller falls back
             torch.cuda.synchronize()
-            self.warnings.append(f"CUDA graph capture failed ({type(exc).__name__}); timed queued eager calls")
-            return None
+            return exc
         return graph
 
     def _gpu_ms(self, flush, host_ms: float) -> float:
@@ -607,11 +637,12 @@ class _CudaTimer:
             samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
         elif launch_bound(gpu_ms, call_host_ms, flush_ms, self.prefer):
             calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
-            graph = self._graph(calls)
-            if graph is not None:
+            graph = self._capture(self.fn, calls)
+            if not isinstance(graph, Exception):
                 method = "graph"
                 samples, batches = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, flush, sync=False)
             else:
+                self.warnings.append(f"CUDA graph capture failed ({type(graph).__name__}); timed queued eager calls")
                 method = "queued"
                 calls = max(1, min(calls, math.floor(40.0 / max(call_host_ms, 1e-3))))
 

@@ -9,10 +9,10 @@ drain. Graph capture records launches and a replay queues them back to back. Wor
 host-side launch cost, which is what makes a call launch-bound, and so can recording an event
 (`record_host_ms`: with a cheap call, the event pair is then most of what the host spends per sample).
 The GPU costs a frame of events adds can be set: an event's own GPU time (`event_ms`), the late
-start of a kernel queued right behind an event (`event_latency_ms`), and the gap a kernel leaves
-before the next one queued behind it (`gap_ms`, graph nodes included), as on a GPU, where a kernel
-between two events costs ~1-2 µs more than one behind another kernel, and that one ~0.1-0.7 µs more
-than its own duration.
+start of a kernel queued right behind an event (`event_latency_ms`), the gap a kernel leaves
+before the next one queued eagerly behind it (`gap_ms`) and the shorter one between graph nodes
+(`graph_gap_ms`), as on an H100, where a frame of events adds ~3 µs to a kernel's duration, an eager
+kernel behind another starts ~1 µs after it, and a graph node 0.0-0.4 µs after the previous one.
 
 Not modelled: a bounded launch queue (the host never blocks), capture of side-stream work, stream
 objects (one stream).
@@ -46,7 +46,8 @@ class SimDevice:
         self.record_host_ms = 0.0  # host cost of recording an event
         self.event_ms = 0.0  # GPU time of recording an event
         self.event_latency_ms = 0.0  # extra GPU time of the first kernel queued behind an event
-        self.gap_ms = 0.0  # extra GPU time of a kernel queued behind another kernel
+        self.gap_ms = 0.0  # extra GPU time of a kernel queued eagerly behind another kernel
+        self.graph_gap_ms = 0.0  # the same between the nodes of a graph
         self._behind_event = False
         # SM clock as a fraction of boost until `idle_cycles` spin cycles have run (a GPU waking up)
         self.idle_clock, self.idle_cycles = 1.0, 0.0
@@ -117,7 +118,7 @@ class SimDevice:
                 self.nodes: list[float] = []
 
             def replay(self) -> None:  # the nodes run back to back: a gap before each but the first
-                dev.launch(sum(self.nodes) + dev.gap_ms * (len(self.nodes) - 1))
+                dev.launch(sum(self.nodes) + dev.graph_gap_ms * (len(self.nodes) - 1))
 
         @contextlib.contextmanager
         def graph(g: CUDAGraph):
