@@ -10,7 +10,8 @@ The rules (each one a trap seen in practice):
   more than the whole of it), is launch-bound: it is captured
   k times in a CUDA graph and timed per replay; if it cannot be captured, k eager calls are queued
   behind a GPU spin so that launch gaps are not measured. The k calls of a replay run back to back:
-  only the first starts from a cold L2, the others find what their predecessor left in it.
+  only the first starts from a cold L2, the others find what their predecessor left in it. A graph
+  holds at most 50 calls: the GPU spaces the kernels of longer graphs out (see MAX_GRAPH_CALLS).
 - Each sample starts from a cold L2 unless the cache mode is `warm`: a reduction reads a buffer twice
   the L2's size. It reads rather than writes (a memset, as do_bench does): a memset leaves the L2
   full of dirty lines whose write-back then lands inside the timed kernel (+60% on a 4M-float
@@ -57,9 +58,10 @@ CUDA_METHODS = ("events", "graph", "queued", "device-sync")
 TIMING_CHANGES = {  # version -> (methods it changed, what changed)
     2: (CUDA_METHODS, "CUDA event samples no longer include the ~1 µs latency of a kernel launched between two "
                       "events (they read the call as it runs in a stream, as graph replays do)"),
-    3: (("events", "queued", "device-sync"),
+    3: (CUDA_METHODS,
         "CUDA event samples no longer include the ~1 µs gap between two kernels queued eagerly (they read the "
-        "call as a graph replay does: up to ~1.5 µs less per sample on an H100)"),
+        "call as a graph replay does: up to ~1.5 µs less per sample on an H100), and graphs hold at most 50 "
+        "calls (a GPU spaces the kernels of longer graphs out: a 1 µs kernel read 25% less)"),
 }
 
 # Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs, and a launch
@@ -72,9 +74,13 @@ LAUNCH_BOUND_RATIO = 0.5
 # deficit, so no launch gap is timed). Near the 0.5 boundary the choice flipped with the host's
 # speed: on an H200 a 31.6 µs ELU recorded with events was timed in a graph a session later (+6.2%).
 PREFERRED_EVENTS_RATIO = 1.0
-# GPU time a CUDA-graph replay aims for: long enough for events to resolve 0.1%.
+# GPU time a CUDA-graph replay aims for: long enough for events to resolve 0.1%...
 GRAPH_REPLAY_MS = 2.0
-MAX_GRAPH_CALLS = 1000
+# ... in at most this many calls. Past ~64 nodes an H100 runs a graph's kernels no closer than
+# ~1.36 µs apart: a 1.02 µs kernel (CUPTI) replayed at 1.09 µs per node in graphs of 50 and at
+# 1.36-1.40 in graphs of 100 to 1000 (and at 1.76 on another lease), while a 7.5 µs one read
+# 7.58-7.71 at every size (its one cold call per replay spread over fewer calls).
+MAX_GRAPH_CALLS = 50
 # Work left on other streams after the measured stream finished, beyond which timing on the stream
 # alone would be a lie. The probe is a host clock around a synchronize, which a busy GIL or a
 # descheduled thread can stretch by ~0.1 ms: 0.05 ms flagged 9 of 407 suite tests spuriously on an

@@ -173,8 +173,10 @@ def test_sim_an_events_baseline_keeps_events_while_spins_can_cover_the_launch(si
 
 
 def test_sim_short_calls_are_timed_in_graphs(sim) -> None:
+    from pytest_gpuperf import timing
+
     m = _run(sim, sim.kernel(0.005))
-    assert m.method == "graph" and m.calls_per_sample >= 100  # ~2 ms per replay
+    assert m.method == "graph" and m.calls_per_sample == timing.MAX_GRAPH_CALLS  # 2 ms would take 400
     assert m.median_ms == pytest.approx(0.005, rel=0.05)
 
 
@@ -281,7 +283,7 @@ def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim
 
 
 def test_version_note_says_what_changed_since_an_entrys_timing_version() -> None:
-    from pytest_gpuperf.timing import TIMING_VERSION, recorded_version, timing_epoch, version_note
+    from pytest_gpuperf.timing import TIMING_VERSION, recorded_version, version_note
 
     assert recorded_version({}) == 1 and recorded_version({"timing": "2"}) == 2  # none recorded: 1
     assert recorded_version({"timing": "fast"}) is None
@@ -291,13 +293,16 @@ def test_version_note_says_what_changed_since_an_entrys_timing_version() -> None
     assert "gap between two kernels queued eagerly" in old
     assert "upgrade pytest-gpuperf" in version_note({"timing": TIMING_VERSION + 1, "method": "graph"})
     assert "unknown timing version" in version_note({"timing": "fast"})
-    # version 3 changed event samples only: a graph entry of version 2 is timed as this gpuperf times it
-    assert version_note({"timing": 2, "method": "graph"}) is None
-    assert timing_epoch({"timing": 2, "method": "graph"}) == timing_epoch({"timing": 3, "method": "graph"}) == 2
-    assert "gap between two kernels" in version_note({"timing": 2, "method": "events"})
-    assert "latency of a kernel" not in version_note({"timing": 2, "method": "events"})
     assert version_note({"timing": 1, "method": "cpu"}) is None  # host clocks: no version changed them
-    assert "timing version 2" in version_note({"timing": 2})  # method unknown: every change may apply
 
 
+def test_a_timing_version_changes_only_the_methods_it_names(monkeypatch) -> None:
+    from pytest_gpuperf import timing
 
+    monkeypatch.setattr(timing, "TIMING_VERSION", 4)
+    monkeypatch.setattr(timing, "TIMING_CHANGES", {**timing.TIMING_CHANGES, 4: (("events",), "events moved")})
+    assert timing.version_note({"timing": 3, "method": "graph"}) is None
+    assert timing.timing_epoch({"timing": 3, "method": "graph"}) == timing.timing_epoch({"timing": 4, "method": "graph"})
+    assert timing.version_note({"timing": 3, "method": "events"}).endswith("measures with 4: events moved")
+    assert "events moved" in timing.version_note({"timing": 3})  # method unknown: every change may apply
+    assert "events moved" not in timing.version_note({"timing": 2, "method": "graph"})
