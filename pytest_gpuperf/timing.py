@@ -61,7 +61,7 @@ TIMING_CHANGES = {  # version -> (methods it changed, what changed)
     3: (CUDA_METHODS,
         "CUDA event samples no longer include the ~1 µs gap between two kernels queued eagerly (they read the "
         "call as a graph replay does: up to ~1.5 µs less per sample on an H100), and graphs hold at most 50 "
-        "calls (a GPU spaces the kernels of longer graphs out: a 1 µs kernel read 25% less)"),
+        "calls (a GPU can space the kernels of longer graphs out: a 1 µs kernel read up to 25% less)"),
 }
 
 # Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs, and a launch
@@ -76,10 +76,11 @@ LAUNCH_BOUND_RATIO = 0.5
 PREFERRED_EVENTS_RATIO = 1.0
 # GPU time a CUDA-graph replay aims for: long enough for events to resolve 0.1%...
 GRAPH_REPLAY_MS = 2.0
-# ... in at most this many calls. Past ~64 nodes an H100 runs a graph's kernels no closer than
+# ... in at most this many calls. Past ~64 nodes one H100 ran a graph's kernels no closer than
 # ~1.36 µs apart: a 1.02 µs kernel (CUPTI) replayed at 1.09 µs per node in graphs of 50 and at
-# 1.36-1.40 in graphs of 100 to 1000 (and at 1.76 on another lease), while a 7.5 µs one read
-# 7.58-7.71 at every size (its one cold call per replay spread over fewer calls).
+# 1.36-1.40 in graphs of 100 to 1000, while a 7.5 µs one read 7.58-7.71 at every size (its one
+# cold call per replay spread over fewer calls). Another H100 ran the short kernel 1.38 µs apart
+# in graphs of 50 as well: the spacing varies between machines; graphs of 50 never read it slower.
 MAX_GRAPH_CALLS = 50
 # Work left on other streams after the measured stream finished, beyond which timing on the stream
 # alone would be a lie. The probe is a host clock around a synchronize, which a busy GIL or a
