@@ -7,7 +7,8 @@ gaps happen as on a GPU); an event is stamped when the queue reaches it, and rea
 queue has not reached is an error, as on a GPU; synchronize waits (really) until both queues
 drain. Graph capture records launches and a replay queues them back to back. Work can be given a
 host-side launch cost, which is what makes a call launch-bound, and so can recording an event
-(`record_host_ms`: with a cheap call, the event pair is then most of what the host spends per sample).
+(`record_host_ms`: with a cheap call, the event pair is then most of what the host spends per sample),
+and an event recorded on a drained queue can be stamped late (`idle_event_ms`).
 The GPU costs a frame of events adds can be set: an event's own GPU time (`event_ms`), the late
 start of a kernel queued right behind an event (`event_latency_ms`), the gap a kernel leaves
 before the next one queued eagerly behind it (`gap_ms`) and the shorter one between graph nodes
@@ -49,6 +50,7 @@ class SimDevice:
         self.gap_ms = 0.0  # extra GPU time of a kernel queued eagerly behind another kernel
         self.graph_gap_ms = 0.0  # the same between the nodes of a graph
         self._behind_event = False
+        self.idle_event_ms = 0.0  # how late an event recorded on a drained queue is stamped
         # SM clock as a fraction of boost until `idle_cycles` spin cycles have run (a GPU waking up)
         self.idle_clock, self.idle_cycles = 1.0, 0.0
         self.torch = self._module()
@@ -99,7 +101,9 @@ class SimDevice:
 
             def record(self) -> None:
                 _busy(dev.record_host_ms)
-                self.t = dev.stamp()
+                drained = dev.free_at < _now_ms()
+                self.t = dev.stamp() + (dev.idle_event_ms if drained else 0.0)
+                dev.free_at = self.t
                 dev.free_at += dev.event_ms
                 dev._behind_event = True
 

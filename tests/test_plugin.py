@@ -284,6 +284,23 @@ def test_gpu_profile_skips_without_a_gpu(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*gpu_profile needs a CUDA device*"])
 
 
+def test_profiled_tests_run_after_the_timed_ones_under_gpuperf(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        def test_profiled(gpu_profile):
+            pass
+        def test_timed(gpu_benchmark):
+            gpu_benchmark(abs, -1)
+        def test_also_profiled(gpu_profile):
+            pass
+        def test_plain():
+            pass
+    """)
+    order = ["*test_timed*", "*test_plain*", "*test_profiled*", "*test_also_profiled*"]
+    pytester.runpytest("--gpuperf", "--collect-only", "-q").stdout.fnmatch_lines(order, consecutive=True)
+    pytester.runpytest("--collect-only", "-q").stdout.fnmatch_lines(
+        ["*test_profiled*", "*test_timed*", "*test_also_profiled*", "*test_plain*"], consecutive=True)
+
+
 def test_out_of_memory_is_a_skip_and_a_raising_function_a_failure(pytester: pytest.Pytester) -> None:
     pytorch = pytest.importorskip("torch")
     assert pytorch

@@ -218,6 +218,14 @@ def test_sim_work_left_on_another_stream_is_waited_for_not_missed(sim) -> None:
     assert m.median_ms == pytest.approx(1.05, rel=0.05)
 
 
+def test_sim_a_late_event_on_an_idle_device_is_not_taken_for_work_on_another_stream(sim) -> None:
+    sim.idle_event_ms = 0.5  # the probe's event after the synchronize, recorded on a drained queue
+
+    m = _run(sim, sim.kernel(0.2))
+    assert m.method == "events" and not m.warnings
+    assert m.median_ms == pytest.approx(0.2, rel=0.05)
+
+
 def test_sim_a_short_call_that_cannot_be_captured_is_timed_as_queued_calls(sim) -> None:
     def fn() -> None:
         if sim.capturing is not None:
