@@ -103,8 +103,7 @@ class SimDevice:
                 _busy(dev.record_host_ms)
                 drained = dev.free_at < _now_ms()
                 self.t = dev.stamp() + (dev.idle_event_ms if drained else 0.0)
-                dev.free_at = self.t
-                dev.free_at += dev.event_ms
+                dev.free_at = self.t + dev.event_ms
                 dev._behind_event = True
 
             def synchronize(self) -> None:
