@@ -180,5 +180,6 @@ def test_accuracy_against_profiler(case: str, unprofiled, capsys) -> None:
     _say(capsys, f"\n  accuracy  method={m.method:<7} calls/sample={m.calls_per_sample:<4} samples={m.stats.samples:<5} "
                  f"gpuperf {ours_us:9.2f} us  CUPTI {truth_us:9.2f} us  ({error:+.1%})  do_bench {bench_us:9.2f} us "
                  f"({bench_us / truth_us - 1:+.1%})  under the profiler {repeat.median_ms * 1e3:9.2f} us "
-                 f"({repeat.method}), its CUPTI span per call {span_us:9.2f} us  wall {m.wall_s:.2f}s")
+                 f"({repeat.method}), its CUPTI span per call {span_us:9.2f} us  node gap subtracted "
+                 f"{m.node_gap_ms * 1e3:.2f} us  wall {m.wall_s:.2f}s")
     assert abs(error) <= tolerance, f"median {ours_us:.2f} us vs CUPTI {truth_us:.2f} us"

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import pytest
 
 from . import baseline as baseline_mod
-from . import compare
+from . import compare, node_gap
 from .device import Peaks, describe, has_cuda, merged_peaks, read_clocks, software_versions
 from .timing import (TIMING_VERSION, Measurement, TimingConfig, cuda_sync_timer, iter_tensors, measure,
                      recorded_version, version_note)
@@ -296,7 +296,8 @@ class GpuPerf:
         if not self.settings.enabled:
             return ["gpuperf: off (gpu_benchmark calls run once as correctness tests; --gpuperf to measure)"]
         d, sw, s = self.device, software_versions(), self.settings
-        clock = read_clocks(_current_index()).sm_clock_mhz
+        index = _current_index()
+        clock = read_clocks(index).sm_clock_mhz
         base = self.baseline
         stale = len(self.stale_entries())
         stored = (f"{self.baseline_path} ({len(base.entries)} entries"
@@ -308,7 +309,7 @@ class GpuPerf:
             + f"; torch {sw.get('torch')}, triton {sw.get('triton')}, CUDA {sw.get('cuda')}, driver {sw.get('driver')}",
             f"gpuperf: cache={s.timing.cache}, threshold={s.threshold:.1%}, precision={s.timing.precision:.2%}, "
             f"budget={s.timing.budget_s:g}s; baseline: {stored}" + ("" if s.compare else " (not compared)"),
-        ]
+        ] + ([f"gpuperf: {node_gap.lookup(index).describe()}"] if index is not None else [])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect result records (from this process or, under xdist, from the workers)."""
@@ -555,6 +556,7 @@ class GpuBenchmark:
             "ci_ms": list(s.ci_ms), "samples": s.samples, "gbps": gbps, "tflops": tflops, "pct_of_peak": pct,
             "bytes": nbytes, "flops": flops, "bound": bound, "peak_memory_bytes": m.peak_memory_bytes,
             "method": m.method, "calls_per_sample": m.calls_per_sample, "cache": m.cache, "timing": TIMING_VERSION,
+            "node_gap_ms": m.node_gap_ms,
             "sm_clock_mhz": m.sm_clock_mhz, "throttle": m.throttle, "warnings": m.warnings,
             "wall_s": m.wall_s, "measured_s": m.measured_s, "data": m.samples_ms,
         }

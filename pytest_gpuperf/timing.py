@@ -26,8 +26,10 @@ The rules (each one a trap seen in practice):
   2.8-3.4 µs beyond CUPTI's kernel duration on an H100, for a one-thread spin and a full-grid copy
   alike). It is taken as a frame around a short spin less what the spin costs in a CUDA graph of
   spins back to back (see `_frame`): a sample then reads the call as a graph replay does, its
-  kernels plus the short gap (0.0-0.4 µs) a kernel leaves behind another in a graph, and both
-  methods agree.
+  kernels plus the short gap (0.1-0.4 µs) a kernel leaves behind another in a graph, and both
+  methods agree. That gap, measured once per GPU and cache mode with CUPTI in a child process
+  (node_gap.py), is then subtracted once per call: a call reads as a profiler shows it, from its
+  first kernel's start to its last kernel's end.
 - Samples are taken in batches of ~50 ms. Power management makes consecutive samples correlated
   (a bf16 matmul's clock wanders over hundreds of ms), so the precision of the median is judged
   from the spread of the batch medians, not from the samples as if they were independent: sampling
@@ -48,12 +50,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from . import node_gap
 from .device import SEVERE_THROTTLE, read_clocks
 
 # What a sample measures, versioned per result: an entry measured with another version can read
 # differently for the same code, so comparisons against it say so, and merges keep versions apart.
 # A change names the methods whose samples it moved; results of the others compare across it.
-TIMING_VERSION = 3
+TIMING_VERSION = 4
 CUDA_METHODS = ("events", "graph", "queued", "device-sync")
 TIMING_CHANGES = {  # version -> (methods it changed, what changed)
     2: (CUDA_METHODS, "CUDA event samples no longer include the ~1 µs latency of a kernel launched between two "
@@ -62,6 +65,9 @@ TIMING_CHANGES = {  # version -> (methods it changed, what changed)
         "CUDA event samples no longer include the ~1 µs gap between two kernels queued eagerly (they read the "
         "call as a graph replay does: up to ~1.5 µs less per sample on an H100), and graphs hold at most 50 "
         "calls (a GPU can space the kernels of longer graphs out: a 1 µs kernel read up to 25% less)"),
+    4: (("events", "graph", "queued"),
+        "samples no longer include the gap a GPU leaves after a call's last kernel before the next kernel starts "
+        "(measured per GPU with CUPTI: 0.1-0.4 µs per call on an H100); a call reads as a profiler's kernel time"),
 }
 
 # Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs, and a launch
@@ -267,6 +273,7 @@ class Measurement:
     sm_clock_mhz: int | None = None
     throttle: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    node_gap_ms: float = 0.0  # subtracted from each call's time (node_gap.py)
     wall_s: float = 0.0  # total time spent in measure(), warm-up and calibration included
     first_call_s: float = 0.0  # the first call's wall time: compiling and autotuning happen there
 
@@ -595,8 +602,9 @@ class _CudaTimer:
         return _FLUSH_MS[self.index]
 
     def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, flush,
-                sync: bool, each_ms: float = 0.0) -> tuple[list[float], list[float]]:
-        """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call."""
+                sync: bool, each_ms: float = 0.0, gap_ms: float = 0.0) -> tuple[list[float], list[float]]:
+        """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call,
+        less `gap_ms` per call (the gap a graph node leaves behind the call's last kernel)."""
         overhead = self._timer_overhead_ms(flush)
         flush_ms = self._flush_ms(flush)
         spin_ms = _pad_ms(each_ms) if each_ms > 0 else 0.0
@@ -607,7 +615,7 @@ class _CudaTimer:
         started = time.perf_counter()
         while not _stop(samples, batch_medians, self.config, started):
             raw = self._batch(body, per_batch, host_ms, flush, sync, each_ms)
-            batch = [max(t - overhead, 0.0) / divisor for t in raw]
+            batch = [max((t - overhead) / divisor - gap_ms, 0.0) for t in raw]
             samples.extend(batch)
             batch_medians.append(statistics.median(batch))
             self._read_clocks()
@@ -638,6 +646,8 @@ class _CudaTimer:
         return max(_low(raw) - self._timer_overhead_ms(flush), 1e-4)
 
     def run(self) -> Measurement:
+        # Before the warm-up: the first lookup in a process may measure the gap in a child process.
+        gap_ms = node_gap.lookup(self.index).for_cache(self.config.cache)
         call_host_ms = self._warmup()
         pending = self._pending_ms()
         value, peak = self._peak_memory()
@@ -652,12 +662,14 @@ class _CudaTimer:
                 "uses other streams; each sample waits for the whole device (times include a synchronize)")
             method, calls = "device-sync", 1
             samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
+            gap_ms = 0.0  # a synchronize per sample: the gap is the least of what a sample adds
         elif launch_bound(gpu_ms, call_host_ms, flush_ms, self.prefer):
             calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
             graph = self._capture(self.fn, calls)
             if not isinstance(graph, Exception):
                 method = "graph"
-                samples, batches = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, flush, sync=False)
+                samples, batches = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, flush, sync=False,
+                                                gap_ms=gap_ms)
             else:
                 self.warnings.append(f"CUDA graph capture failed ({type(graph).__name__}); timed queued eager calls")
                 method = "queued"
@@ -669,20 +681,21 @@ class _CudaTimer:
 
                 queue_ms = host_ms + call_host_ms * (calls - 1)
                 samples, batches = self._sample(body, queue_ms, gpu_ms * calls, calls, flush, sync=False,
-                                                each_ms=queue_ms)
+                                                each_ms=queue_ms, gap_ms=gap_ms)
         else:
             method, calls = "events", 1
             # Where the host barely keeps up, each sample gets a spin of the host's deficit (and a
             # little more), so the device never idles between samples.
             each_ms = (max(host_ms - gpu_ms - flush_ms, 0.0) + 0.001
                        if host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) else 0.0)
-            samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False, each_ms=each_ms)
+            samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False, each_ms=each_ms,
+                                            gap_ms=gap_ms)
         severe = sorted(self.throttle & SEVERE_THROTTLE)
         if severe:
             self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
         return Measurement(
             samples, method, calls, self.config.cache, batches, value=value, peak_memory_bytes=peak,
-            sm_clock_mhz=int(statistics.median(self.clocks)) if self.clocks else None,
+            node_gap_ms=gap_ms, sm_clock_mhz=int(statistics.median(self.clocks)) if self.clocks else None,
             throttle=sorted(self.throttle), warnings=self.warnings,
         )
 

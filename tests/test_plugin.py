@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from pytest_gpuperf.device import has_cuda
+from pytest_gpuperf.timing import TIMING_VERSION
 
 pytest_plugins = ["pytester"]
 
@@ -216,7 +217,7 @@ def test_entries_timed_with_another_timing_version_are_named_in_a_warning(suite:
     suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=2)
     path = next((suite.path / "baselines").glob("*.yaml"))
     stored = yaml.safe_load(path.read_text())
-    assert {e["timing"] for e in stored["entries"].values()} == {3}
+    assert {e["timing"] for e in stored["entries"].values()} == {TIMING_VERSION}
 
     def run_with(**changes) -> str:
         entry = dict(stored["entries"]["test_scaled.py::test_fast"], **changes)
@@ -232,9 +233,9 @@ def test_entries_timed_with_another_timing_version_are_named_in_a_warning(suite:
     older = run_with(timing=None, method="events")  # a GPU entry timed before versions were recorded (1)
     assert "(2 entries, 1 measured with another timing version)" in older
     assert (f"1 of 2 entries of {path} were timed with another timing version (e.g. test_scaled.py::test_fast: "
-            "timing version 1, and this gpuperf measures with 3") in " ".join(older.split())
+            f"timing version 1, and this gpuperf measures with {TIMING_VERSION}") in " ".join(older.split())
     assert "record them again (--gpuperf-save)" in older
-    assert "upgrade pytest-gpuperf" in run_with(timing=4, method="events")
+    assert "upgrade pytest-gpuperf" in run_with(timing=TIMING_VERSION + 1, method="events")
     assert "were timed with another" not in suite.runpytest("--gpuperf", "--gpuperf-no-compare", *FAST).stdout.str()
 
 

@@ -86,11 +86,12 @@ def test_launch_bound_counts_the_flush_in_a_samples_gpu_time(gpu_ms, host_ms, fl
 
 @pytest.fixture
 def sim(monkeypatch):
-    from pytest_gpuperf import timing
+    from pytest_gpuperf import node_gap, timing
     from sim_cuda import SimDevice
 
     for cache in ("_FLUSH", "_SPIN", "_FRAME", "_FLUSH_MS"):  # per-device calibrations of earlier tests
         monkeypatch.setattr(timing, cache, {})
+    monkeypatch.setattr(node_gap, "lookup", lambda index: node_gap.NodeGap())  # no CUPTI child for the sim
     # a ~370 µs flush: times scaled up ~10x from an H100 so that Python's own overhead stays negligible
     return SimDevice(l2_bytes=525 << 20, read_bytes_per_ms=3e9)
 
@@ -129,6 +130,23 @@ def test_sim_events_and_graphs_both_read_a_call_as_a_graph_replays_it(sim) -> No
     assert events.median_ms == pytest.approx(0.251, rel=0.01)
     assert graph.median_ms == pytest.approx(0.251, rel=0.01)
     assert not events.warnings
+
+
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_sim_the_node_gap_of_the_cache_mode_is_subtracted_once_per_call(sim, monkeypatch, cache) -> None:
+    """With the gap between graph nodes known (CUPTI's measurement, node_gap.py), both methods
+    read the kernel alone, as a profiler does; the other cache mode's gap is not used."""
+    from pytest_gpuperf import node_gap
+
+    sim.event_ms, sim.event_latency_ms, sim.gap_ms, sim.graph_gap_ms = 0.013, 0.017, 0.01, 0.02
+    gaps = {"cold": 0.02, "warm": 0.04} if cache == "cold" else {"cold": 0.04, "warm": 0.02}
+    monkeypatch.setattr(node_gap, "lookup", lambda index: node_gap.NodeGap(gaps["cold"], gaps["warm"]))
+    events = _run(sim, sim.kernel(0.25, host_ms=0.15), prefer="events", cache=cache)
+    graph = _run(sim, sim.kernel(0.25, host_ms=0.15), prefer="graph", cache=cache)
+    assert (events.method, graph.method) == ("events", "graph")
+    assert events.median_ms == pytest.approx(0.25, abs=0.005)  # 0.27 with the gap in, 0.23 with the wrong one
+    assert graph.median_ms == pytest.approx(0.25, abs=0.005)
+    assert events.node_gap_ms == graph.node_gap_ms == 0.02
 
 
 def test_sim_events_samples_keep_the_device_busy_when_the_event_pair_is_slow_to_queue(sim) -> None:
@@ -307,10 +325,11 @@ def test_version_note_says_what_changed_since_an_entrys_timing_version() -> None
 def test_a_timing_version_changes_only_the_methods_it_names(monkeypatch) -> None:
     from pytest_gpuperf import timing
 
-    monkeypatch.setattr(timing, "TIMING_VERSION", 4)
-    monkeypatch.setattr(timing, "TIMING_CHANGES", {**timing.TIMING_CHANGES, 4: (("events",), "events moved")})
-    assert timing.version_note({"timing": 3, "method": "graph"}) is None
-    assert timing.timing_epoch({"timing": 3, "method": "graph"}) == timing.timing_epoch({"timing": 4, "method": "graph"})
-    assert timing.version_note({"timing": 3, "method": "events"}).endswith("measures with 4: events moved")
-    assert "events moved" in timing.version_note({"timing": 3})  # method unknown: every change may apply
+    old, new = timing.TIMING_VERSION, timing.TIMING_VERSION + 1
+    monkeypatch.setattr(timing, "TIMING_VERSION", new)
+    monkeypatch.setattr(timing, "TIMING_CHANGES", {**timing.TIMING_CHANGES, new: (("events",), "events moved")})
+    assert timing.version_note({"timing": old, "method": "graph"}) is None
+    assert timing.timing_epoch({"timing": old, "method": "graph"}) == timing.timing_epoch({"timing": new, "method": "graph"})
+    assert timing.version_note({"timing": old, "method": "events"}).endswith(f"measures with {new}: events moved")
+    assert "events moved" in timing.version_note({"timing": old})  # method unknown: every change may apply
     assert "events moved" not in timing.version_note({"timing": 2, "method": "graph"})

@@ -1,0 +1,113 @@
+"""The graph node gap's lookup: the opt-out, the per-GPU cache file, and a child that fails (no GPU here:
+the child's measurement itself runs in the harness self-checks on a device)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from pytest_gpuperf import node_gap
+from pytest_gpuperf.node_gap import NodeGap
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(node_gap.CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(node_gap.DISABLE_ENV, raising=False)
+    monkeypatch.setattr(node_gap, "_KNOWN", {})
+    monkeypatch.setattr(node_gap, "_key", lambda index: f"GPU {index}|driver 1|torch 2|timing 4")
+    return tmp_path
+
+
+@pytest.fixture
+def children(monkeypatch):
+    """Each child the lookup starts, answered with the next of the given gaps."""
+    started: list[int] = []
+    answers: list[NodeGap] = []
+
+    def child(index: int) -> NodeGap:
+        started.append(index)
+        return answers.pop(0)
+
+    monkeypatch.setattr(node_gap, "_measure_in_child", child)
+    return started, answers
+
+
+def test_the_gap_is_measured_once_per_gpu_and_kept_for_later_processes(cache_dir, children, monkeypatch) -> None:
+    started, answers = children
+    answers += [NodeGap(0.0003, 0.00014, 0.83, "2026-11-24 10:00"), NodeGap(0.0004, 0.0002, 0.8, "2026-11-24 10:01")]
+    assert node_gap.lookup(0).for_cache("cold") == 0.0003
+    assert node_gap.lookup(0).for_cache("warm") == 0.00014
+    monkeypatch.setattr(node_gap, "_KNOWN", {})  # a later process
+    assert node_gap.lookup(0) == NodeGap(0.0003, 0.00014, 0.83, "2026-11-24 10:00")
+    assert node_gap.lookup(1).cold_ms == 0.0004  # another GPU: its own measurement
+    assert started == [0, 1]
+    stored = json.loads((cache_dir / "node-gap.json").read_text())
+    assert sorted(stored) == ["GPU 0|driver 1|torch 2|timing 4", "GPU 1|driver 1|torch 2|timing 4"]
+
+
+def test_a_failed_measurement_subtracts_nothing_says_why_and_is_not_stored(cache_dir, children, monkeypatch) -> None:
+    started, answers = children
+    answers += [NodeGap(problem="measuring it failed (RuntimeError: CUPTI unavailable)"), NodeGap(0.0003, 0.0001)]
+    gap = node_gap.lookup(0)
+    assert (gap.cold_ms, gap.warm_ms) == (0.0, 0.0)
+    assert "CUPTI unavailable" in gap.describe()
+    assert node_gap.lookup(0) is gap  # not retried within the process
+    monkeypatch.setattr(node_gap, "_KNOWN", {})
+    assert node_gap.lookup(0).cold_ms == 0.0003  # the next process tries again
+    assert started == [0, 0]
+
+
+def test_an_unreadable_cache_file_is_measured_again_and_rewritten(cache_dir, children) -> None:
+    started, answers = children
+    (cache_dir / "node-gap.json").write_text("{not json")
+    answers.append(NodeGap(0.0003, 0.0001))
+    assert node_gap.lookup(0).cold_ms == 0.0003
+    assert "GPU 0|driver 1|torch 2|timing 4" in json.loads((cache_dir / "node-gap.json").read_text())
+
+
+def test_the_environment_turns_the_subtraction_off_without_a_child(cache_dir, children, monkeypatch) -> None:
+    monkeypatch.setenv(node_gap.DISABLE_ENV, "0")
+    gap = node_gap.lookup(0)
+    assert gap.for_cache("cold") == gap.for_cache("warm") == 0.0
+    assert "GPUPERF_NODE_GAP=0" in gap.describe()
+    assert children[0] == []
+
+
+@pytest.mark.parametrize("returncode, stdout, stderr, expected", [
+    (0, 'noise\n{"cold_ms": 0.0003, "warm_ms": 0.0001, "kernel_us": 0.83, "measured_at": "now"}\n', "",
+     NodeGap(0.0003, 0.0001, 0.83, "now")),
+    (1, "", "Traceback ...\nRuntimeError: no CUDA GPUs are available\n", "RuntimeError: no CUDA GPUs are available"),
+    (0, "not json\n", "", "exited 0: no output"),
+])
+def test_the_childs_answer_is_read_from_its_last_line(monkeypatch, returncode, stdout, stderr, expected) -> None:
+    seen = {}
+
+    def run(cmd, **kwargs):
+        seen.update(cmd=cmd)
+        return subprocess.CompletedProcess(cmd, returncode, stdout, stderr)
+
+    monkeypatch.setattr(node_gap.subprocess, "run", run)
+    gap = node_gap._measure_in_child(2)
+    assert seen["cmd"][-3:] == ["-m", "pytest_gpuperf.node_gap", "2"]
+    if isinstance(expected, NodeGap):
+        assert gap == expected
+    else:
+        assert expected in gap.problem and (gap.cold_ms, gap.warm_ms) == (0.0, 0.0)
+
+
+def test_the_child_measures_with_the_subtraction_off(monkeypatch, capsys) -> None:
+    """Its own timer must not subtract the gap it is measuring (nor start a child of its own)."""
+    monkeypatch.setenv(node_gap.DISABLE_ENV, "1")  # restored after the test: main() sets it
+    seen = {}
+
+    def measure(index: int) -> NodeGap:
+        seen.update(index=index, env=os.environ.get(node_gap.DISABLE_ENV))
+        return NodeGap(0.0003, 0.0001, 0.8, "now")
+
+    monkeypatch.setattr(node_gap, "measure_gap", measure)
+    node_gap.main(["1"])
+    assert seen == {"index": 1, "env": "0"}
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["cold_ms"] == 0.0003
