@@ -6,7 +6,7 @@ triton.testing.do_bench beside it. They assert the accuracy and precision the ha
   kernel, within 3% for longer ones; the profiler watches a repeat of the harness's measurement
   (same method, cache state and clocks), while the median compared is that of a run without it;
 - precision: (max - min) / median of 10 repeated medians <= 1% for a memory-bound softmax and
-  <= 3% for a bf16 matmul, each measurement within a 1 s budget;
+  <= 3% for a bf16 matmul, each measurement within a 1 s budget, after 3 s of load (see SETTLE_S);
 - work left on another stream is caught, not timed as zero.
 """
 from __future__ import annotations
@@ -103,10 +103,27 @@ PRECISION = [
 ]
 
 
+# Seconds of load before the repeated measurements. After an idle spell the device takes seconds to
+# settle: on an H100 the softmax's first 1 s measurement after 10 s idle read 1.0% above the next
+# nine (which agreed to 0.3%), and 1.5% right after the session's CUPTI child (pytest_gpuperf's
+# node_gap.py); runs after a 3 s matmul load agreed to 0.2%. This check is about the harness's
+# repeatability, not about the GPU's warming up, which no per-test warm-up of 0.05 s can absorb.
+SETTLE_S = 3.0
+
+
+def _settle(fn) -> None:
+    deadline = time.perf_counter() + SETTLE_S
+    while time.perf_counter() < deadline:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+
+
 @pytest.mark.parametrize("make, allowed", PRECISION)
 def test_precision_of_repeated_medians(make, allowed: float, capsys) -> None:
     fn = make()
     config = TimingConfig(budget_s=1.0)
+    _settle(fn)
     runs = [measure(fn, config) for _ in range(10)]
     medians = [m.median_ms for m in runs]
     spread = (max(medians) - min(medians)) / statistics.median(medians)
