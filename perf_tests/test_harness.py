@@ -17,6 +17,7 @@ import time
 import pytest
 import torch
 
+from pytest_gpuperf.profile import device_events
 from pytest_gpuperf.timing import TimingConfig, measure
 
 pytestmark = [pytest.mark.selfcheck,
@@ -34,12 +35,6 @@ def _say(capsys: pytest.CaptureFixture, text: str) -> None:
         print(text)
 
 
-def _device_ops(prof) -> list:
-    """The device's kernels, memsets and copies in a profile, in the order they started."""
-    ops = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return sorted(ops, key=lambda e: e.time_range.start)
-
-
 def _accuracy_run(fn, m):
     """The truth for measurement `m` of fn: a repeat of that measurement under torch.profiler with
     the same method, and the median CUPTI duration of fn's kernels (and memsets) per call over the
@@ -55,11 +50,11 @@ def _accuracy_run(fn, m):
     with profile(activities=[ProfilerActivity.CUDA]) as probe:
         fn()
         torch.cuda.synchronize()
-    names = [e.name for e in _device_ops(probe)]
+    names = [e.name for e in device_events(probe)]
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         repeat = measure(fn, TimingConfig(), prefer=m.method if m.method in ("events", "graph") else None)
         torch.cuda.synchronize()
-    ops = _device_ops(prof)
+    ops = device_events(prof)
     # fn's calls: runs of its ops in order (a cuBLAS matmul is a memset and a GEMM; the L2 flush
     # between samples brings ops of its own), and of those only the sampled calls, which come last:
     # warm-up and calibration calls run back to back on a warm L2 (and at other clocks), and would

@@ -90,6 +90,8 @@ def lookup(index: int) -> NodeGap:
 def _cached_or_measured(index: int) -> NodeGap:
     from filelock import FileLock, Timeout
 
+    from .baseline import atomic_write_text  # baseline imports timing, which imports this module
+
     path, key = cache_path(), _key(index)
     lock = FileLock(str(path) + ".lock", timeout=CHILD_TIMEOUT_S + 30)
     try:
@@ -106,10 +108,8 @@ def _cached_or_measured(index: int) -> NodeGap:
         gap = _measure_in_child(index)
         if gap.problem is None:
             stored[key] = asdict(gap)
-            tmp = path.with_name(path.name + ".tmp")
             try:
-                tmp.write_text(json.dumps(stored, indent=1, sort_keys=True), encoding="utf-8")
-                tmp.replace(path)
+                atomic_write_text(path, json.dumps(stored, indent=1, sort_keys=True))
             except OSError:
                 pass  # a cache that cannot be written only costs the next run a measurement
         return gap
@@ -153,6 +153,7 @@ def measure_gap(index: int) -> NodeGap:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from .profile import device_events
     from .timing import MAX_GRAPH_CALLS, TimingConfig, measure
 
     torch.cuda.set_device(index)
@@ -176,8 +177,7 @@ def measure_gap(index: int) -> NodeGap:
         for _ in range(20):
             graph.replay()
         torch.cuda.synchronize()
-    durations = [e.time_range.elapsed_us() for e in prof.events()
-                 if e.device_type == torch.autograd.DeviceType.CUDA]
+    durations = [e.time_range.elapsed_us() for e in device_events(prof)]
     if len(durations) < MAX_GRAPH_CALLS:
         return NodeGap(problem=f"the profiler saw {len(durations)} kernels of {20 * MAX_GRAPH_CALLS}")
     kernel_ms = statistics.median(durations) / 1e3

@@ -75,10 +75,17 @@ def _device_time_us(event: Any) -> float:
     return float(event.cuda_time_total if total is None else total)
 
 
+def device_events(prof: Any) -> list:
+    """The device's operations (kernels, memcpys, memsets) in a finished torch.profiler session, in
+    the order they started."""
+    from torch.autograd import DeviceType
+
+    return sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start)
+
+
 def capture(fn: Callable[[], Any]) -> Profile:
     """Profile one warm call of `fn` on the current CUDA device."""
     import torch
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     fn()
@@ -88,9 +95,7 @@ def capture(fn: Callable[[], Any]) -> Profile:
         torch.cuda.synchronize()
     calls: dict[str, int] = {}
     times: dict[str, float] = {}
-    for event in prof.events():
-        if event.device_type != DeviceType.CUDA:
-            continue
+    for event in device_events(prof):
         calls[event.name] = calls.get(event.name, 0) + 1
         times[event.name] = times.get(event.name, 0.0) + _device_time_us(event)
     kernels = [KernelStat(name, calls[name], times[name]) for name in calls]
