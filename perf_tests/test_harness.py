@@ -4,9 +4,12 @@ Run on a GPU with `pytest perf_tests/test_harness.py -m selfcheck --gpuperf -s`.
 triton.testing.do_bench beside it. They assert the accuracy and precision the harness promises:
 - accuracy: the median within 10% of the kernel time torch.profiler (CUPTI) reports for a ~2 µs
   kernel, within 3% for longer ones; the profiler watches a repeat of the harness's measurement
-  (same method, cache state and clocks), while the median compared is that of a run without it;
+  (same method, cache state and clocks); the median compared is the repeat's own for calls of
+  0.1 ms or more timed with CUDA events, else that of a run without the profiler (see
+  test_accuracy_against_profiler);
 - precision: (max - min) / median of 10 repeated medians <= 1% for a memory-bound softmax and
-  <= 3% for a bf16 matmul, each measurement within a 1 s budget, after 3 s of load (see SETTLE_S);
+  <= 3% for a bf16 matmul, each measurement within a 1 s budget, after 3 s of load (see SETTLE_S)
+  and with each run's result dropped before the next (see the test);
 - work left on another stream is caught, not timed as zero.
 """
 from __future__ import annotations
@@ -119,7 +122,16 @@ def test_precision_of_repeated_medians(make, allowed: float, capsys) -> None:
     fn = make()
     config = TimingConfig(budget_s=1.0)
     _settle(fn)
-    runs = [measure(fn, config) for _ in range(10)]
+    runs = []
+    for _ in range(10):
+        m = measure(fn, config)
+        # A kept result holds its block of device memory, so the next run's outputs would land
+        # elsewhere, and a memory-bound kernel's time depends on where its output lands: on an H100
+        # the softmax's 10 medians spread 1.43% and 1.54% with every result kept (one placement
+        # read 56.67 µs both times, the others 55.8-56.4), 0.52% and 0.46% with each dropped (one
+        # placement throughout), 0.17% with a preallocated output (`out=`).
+        m.value = None
+        runs.append(m)
     medians = [m.median_ms for m in runs]
     spread = (max(medians) - min(medians)) / statistics.median(medians)
     bench = [_do_bench_ms(fn) for _ in range(10)]
@@ -181,17 +193,33 @@ def unprofiled() -> dict[str, tuple]:
     return cases
 
 
+# Events-timed calls at least this long (ms) are compared through their profiled repeat (see below).
+REPEAT_FROM_MS = 0.1
+
+
 @pytest.mark.parametrize("case", ACCURACY)
 def test_accuracy_against_profiler(case: str, unprofiled, capsys) -> None:
+    """Which median is compared depends on the call. CUDA events around one call of at least
+    REPEAT_FROM_MS: the repeat's, since the events and CUPTI's timestamps then see the same calls
+    at the same clocks, and the profiler's cost is on the host (each launch), which such a call
+    keeps off the device's timeline. A bf16 matmul's clock wanders by ~2% between runs seconds
+    apart on an H100 (the precision check's spread), and an unprofiled 4096 matmul, measured a
+    minute before its repeat, read 3.6% above CUPTI while the repeat read 1.0% above. Shorter
+    calls and graphs: the unprofiled run's, since CUPTI doubles each launch's host cost (a 40 µs
+    elementwise call's repeat once read 4.3% above its CUPTI span: the host fell behind the
+    device, while its unprofiled run read +0.3%) and spaces a graph's nodes out (see
+    _accuracy_run). Both medians are printed."""
     fn, m, bench_ms = unprofiled[case]
     tolerance = ACCURACY[case][1]
     truth_us, repeat, span_us = _accuracy_run(fn, m)
-    ours_us = m.median_ms * 1e3
+    compared = repeat if m.method == "events" and m.median_ms >= REPEAT_FROM_MS else m
+    ours_us = compared.median_ms * 1e3
     bench_us = bench_ms * 1e3
     error = ours_us / truth_us - 1
     _say(capsys, f"\n  accuracy  method={m.method:<7} calls/sample={m.calls_per_sample:<4} samples={m.stats.samples:<5} "
-                 f"gpuperf {ours_us:9.2f} us  CUPTI {truth_us:9.2f} us  ({error:+.1%})  do_bench {bench_us:9.2f} us "
-                 f"({bench_us / truth_us - 1:+.1%})  under the profiler {repeat.median_ms * 1e3:9.2f} us "
-                 f"({repeat.method}), its CUPTI span per call {span_us:9.2f} us  node gap subtracted "
+                 f"gpuperf {ours_us:9.2f} us ({'profiled repeat' if compared is repeat else 'unprofiled'})  "
+                 f"CUPTI {truth_us:9.2f} us  ({error:+.1%})  do_bench {bench_us:9.2f} us ({bench_us / truth_us - 1:+.1%})  "
+                 f"unprofiled {m.median_ms * 1e3:9.2f} us ({m.median_ms * 1e3 / truth_us - 1:+.1%})  profiled repeat "
+                 f"{repeat.median_ms * 1e3:9.2f} us ({repeat.method}), its CUPTI span per call {span_us:9.2f} us  node gap subtracted "
                  f"{m.node_gap_ms * 1e3:.2f} us  wall {m.wall_s:.2f}s")
     assert abs(error) <= tolerance, f"median {ours_us:.2f} us vs CUPTI {truth_us:.2f} us"
