@@ -190,6 +190,13 @@ def _ensure_triton_allocator() -> None:
 # of the suite's time). Head dims 16 and 32 take the D64 entries (smaller tiles of the same shape).
 # (Triton 3.6's automatic warp specialization, tl.range(warp_specialize=True), does not apply to
 # these loops on Hopper: the kernel compiles unchanged at 8 warps, and fails or spills at 4.)
+# Also tried on an H100 (2026-11-25, B4 H16 N4096 D128 bf16, full / causal TFLOP/s, two rounds each
+# against this kernel's 407 and 388 / 363 and 355): half of each exp2 on the FMA units (a degree-3
+# polynomial, FlashAttention-4's trick) 388 and 398 / 333; the dP matmul issued before the exp2 391
+# and 407 / 367 and 364. Neither is kept. Nsight Compute on this kernel (D128 full) shows the tensor
+# pipe 59.5% busy and 39% of warp stall cycles at CTA barriers. The barriers are those of the
+# pipelined lse/delta loads and of TMA stage reuse in every iteration, and both warpgroups run in
+# lockstep between them.
 # The interpreter uses small fixed blocks so that tests at N=77/128 cross several blocks, a causal
 # band and a partial last block.
 # D128 full takes 256-row query blocks: on an H100 (2026-11-24, forced configs timed as in
