@@ -383,7 +383,7 @@ def write_markdown(path: Path, results: list[dict], device: dict, software: dict
 # ----------------------------------------------------------------------------------------------
 # JSON (pytest-benchmark's format)
 
-_EXTRA_KEYS = ("gbps", "tflops", "pct_of_peak", "bytes", "flops", "peak_memory_bytes", "noise", "ci_ms",
+_EXTRA_KEYS = ("gbps", "tflops", "pct_of_peak", "bytes", "flops", "bound", "peak_memory_bytes", "noise", "ci_ms",
                "method", "calls_per_sample", "cache", "timing", "node_gap_ms", "sm_clock_mhz", "throttle", "verdict",
                "memory_verdict", "change", "memory_change", "noise_bound", "fixed_bound", "threshold", "message",
                "remeasured", "warnings", "wall_s", "measured_s", "first_call_s")

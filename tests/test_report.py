@@ -52,6 +52,7 @@ def make_results(seed=0, slow=None, with_baseline=True):
                             "mean_ms": ms * 1.003, "min_ms": min(data), "max_ms": max(data), "stddev_ms": ms * 0.01,
                             "noise": 0.01, "ci_ms": [ms * 0.997, ms * 1.003], "samples": 40, "gbps": gbps,
                             "tflops": tflops, "pct_of_peak": pct, "bytes": nbytes, "flops": flops,
+                            "bound": "memory" if group == "test_softmax" else "compute",
                             "peak_memory_bytes": 2 * nbytes, "method": "events", "cache": "cold",
                             "sm_clock_mhz": 1980, "throttle": [], "data": data})
     if with_baseline:
@@ -166,6 +167,12 @@ def test_json_layout_and_units(tmp_path):
     ex = b["extra_info"]
     assert ex["gbps"] == pytest.approx(r["gbps"]) and ex["verdict"] == "slower" and ex["device"] == DEVICE["key"]
     assert ex["change"] == pytest.approx(0.2, rel=1e-4) and ex["baseline_median_ms"] == pytest.approx(r["baseline"]["median_ms"])
+    # what a baseline entry keeps survives the JSON (gpuperf merge reads results JSON)
+    _, loaded = report.load_results(path)
+    back = next(x for x in loaded if x["nodeid"] == r["nodeid"])
+    for k in bl.ENTRY_KEYS:
+        if k in r:
+            assert back.get(k) == (pytest.approx(r[k]) if isinstance(r[k], (int, float, list)) else r[k]), k
 
 
 def test_json_without_samples_and_with_nan(tmp_path):
