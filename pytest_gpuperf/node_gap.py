@@ -77,14 +77,33 @@ def _key(index: int) -> str:
             f"|timing {TIMING_VERSION}")
 
 
+def _off() -> NodeGap | None:
+    return NodeGap(problem=f"{DISABLE_ENV}=0") if os.environ.get(DISABLE_ENV, "").strip() == "0" else None
+
+
 def lookup(index: int) -> NodeGap:
     """The gap of CUDA device `index`: from this process's memory, the cache file, or a child's
     measurement (stored for later runs); a failure is remembered for the process, not stored."""
-    if os.environ.get(DISABLE_ENV, "").strip() == "0":
-        return NodeGap(problem=f"{DISABLE_ENV}=0")
+    off = _off()
+    if off:
+        return off
     if index not in _KNOWN:
         _KNOWN[index] = _cached_or_measured(index)
     return _KNOWN[index]
+
+
+def known(index: int) -> NodeGap | None:
+    """The gap of device `index` if this process or the cache file has it already; None where
+    `lookup` would have to measure it. A session that only collects tests (`--collect-only`) need
+    not spend the ~15 s of a measurement on its header."""
+    return _off() or _KNOWN.get(index) or _stored(_read(cache_path()), _key(index))
+
+
+def _stored(stored: dict, key: str) -> NodeGap | None:
+    try:
+        return NodeGap(**stored[key])
+    except (KeyError, TypeError):  # not there, or not an entry this version wrote
+        return None
 
 
 def _cached_or_measured(index: int) -> NodeGap:
@@ -101,10 +120,9 @@ def _cached_or_measured(index: int) -> NodeGap:
         return _measure_in_child(index)
     try:
         stored = _read(path)
-        try:
-            return NodeGap(**stored[key])
-        except (KeyError, TypeError):  # not there, or not an entry this version wrote
-            pass
+        gap = _stored(stored, key)
+        if gap is not None:
+            return gap
         gap = _measure_in_child(index)
         if gap.problem is None:
             stored[key] = asdict(gap)

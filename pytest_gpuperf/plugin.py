@@ -309,7 +309,16 @@ class GpuPerf:
             + f"; torch {sw.get('torch')}, triton {sw.get('triton')}, CUDA {sw.get('cuda')}, driver {sw.get('driver')}",
             f"gpuperf: cache={s.timing.cache}, threshold={s.threshold:.1%}, precision={s.timing.precision:.2%}, "
             f"budget={s.timing.budget_s:g}s; baseline: {stored}" + ("" if s.compare else " (not compared)"),
-        ] + ([f"gpuperf: {node_gap.lookup(index).describe()}"] if index is not None else [])
+        ] + ([f"gpuperf: {self._node_gap_line(config, index)}"] if index is not None else [])
+
+    @staticmethod
+    def _node_gap_line(config: pytest.Config, index: int) -> str:
+        """The header's node-gap line; a session that only collects does not measure the gap."""
+        if not config.option.collectonly:
+            return node_gap.lookup(index).describe()
+        gap = node_gap.known(index)
+        return gap.describe() if gap else ("graph node gap: not measured yet on this GPU (a ~15 s CUPTI "
+                                           "measurement before the first test is timed)")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect result records (from this process or, under xdist, from the workers)."""

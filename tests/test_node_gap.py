@@ -111,3 +111,31 @@ def test_the_child_measures_with_the_subtraction_off(monkeypatch, capsys) -> Non
     node_gap.main(["1"])
     assert seen == {"index": 1, "env": "0"}
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["cold_ms"] == 0.0003
+
+
+def test_known_never_measures_and_reads_what_a_lookup_stored(cache_dir, children, monkeypatch) -> None:
+    started, answers = children
+    assert node_gap.known(0) is None  # nothing yet: no child either
+    answers.append(NodeGap(0.0003, 0.00014, 0.83, "2026-11-24 10:00"))
+    node_gap.lookup(0)
+    monkeypatch.setattr(node_gap, "_KNOWN", {})  # a later process: from the file
+    assert node_gap.known(0) == NodeGap(0.0003, 0.00014, 0.83, "2026-11-24 10:00")
+    assert node_gap.known(1) is None
+    monkeypatch.setenv(node_gap.DISABLE_ENV, "0")
+    assert "GPUPERF_NODE_GAP=0" in node_gap.known(1).describe()
+    assert started == [0]
+
+
+@pytest.mark.parametrize("collect_only", [True, False])
+def test_the_session_header_measures_the_gap_only_when_tests_will_be_timed(cache_dir, children, collect_only) -> None:
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.plugin import GpuPerf
+
+    started, answers = children
+    answers.append(NodeGap(0.0003, 0.00014, 0.83, "2026-11-24 10:00"))
+    line = GpuPerf._node_gap_line(SimpleNamespace(option=SimpleNamespace(collectonly=collect_only)), 0)
+    if collect_only:
+        assert started == [] and "not measured yet" in line
+    else:
+        assert started == [0] and "0.30 µs cold" in line
