@@ -9,7 +9,7 @@ triton.testing.do_bench beside it. They assert the accuracy and precision the ha
   test_accuracy_against_profiler);
 - precision: (max - min) / median of 10 repeated medians <= 1% for a memory-bound softmax and
   <= 3% for a bf16 matmul, each measurement within a 1 s budget, after 3 s of load (see SETTLE_S)
-  and with each run's result dropped before the next (see the test);
+  and with each run's result dropped before the next (see _measure_dropping_result);
 - work left on another stream is caught, not timed as zero.
 """
 from __future__ import annotations
@@ -77,6 +77,17 @@ def _accuracy_run(fn, m):
     return statistics.median(per_call), repeat, statistics.median(spans)
 
 
+def _measure_dropping_result(fn, config: TimingConfig):
+    """measure(fn, config) without the result it keeps: a kept result holds its block of device
+    memory, so later outputs land elsewhere, and a memory-bound kernel's time depends on where its
+    output lands. On an H100 the softmax's 10 repeated medians spread 1.43% and 1.54% with every
+    result kept (one placement read 56.67 µs both times, the others 55.8-56.4), 0.52% and 0.46% with
+    each dropped (one placement throughout), 0.17% with a preallocated output (`out=`)."""
+    m = measure(fn, config)
+    m.value = None
+    return m
+
+
 def _do_bench_ms(fn) -> float:
     from triton.testing import do_bench
 
@@ -122,16 +133,7 @@ def test_precision_of_repeated_medians(make, allowed: float, capsys) -> None:
     fn = make()
     config = TimingConfig(budget_s=1.0)
     _settle(fn)
-    runs = []
-    for _ in range(10):
-        m = measure(fn, config)
-        # A kept result holds its block of device memory, so the next run's outputs would land
-        # elsewhere, and a memory-bound kernel's time depends on where its output lands: on an H100
-        # the softmax's 10 medians spread 1.43% and 1.54% with every result kept (one placement
-        # read 56.67 µs both times, the others 55.8-56.4), 0.52% and 0.46% with each dropped (one
-        # placement throughout), 0.17% with a preallocated output (`out=`).
-        m.value = None
-        runs.append(m)
+    runs = [_measure_dropping_result(fn, config) for _ in range(10)]
     medians = [m.median_ms for m in runs]
     spread = (max(medians) - min(medians)) / statistics.median(medians)
     bench = [_do_bench_ms(fn) for _ in range(10)]
@@ -189,7 +191,7 @@ def unprofiled() -> dict[str, tuple]:
     cases = {}
     for case, (make, _) in ACCURACY.items():
         fn = make()
-        cases[case] = (fn, measure(fn, TimingConfig()), _do_bench_ms(fn))
+        cases[case] = (fn, _measure_dropping_result(fn, TimingConfig()), _do_bench_ms(fn))
     return cases
 
 
