@@ -11,10 +11,15 @@ Two ways to move tiles, chosen by the caller (``USE_TMA``), both in these same k
 - ``USE_TMA=False``: plain pointer loads/stores masked with ``row < N`` (zeros past N): any GPU
   and the CPU interpreter.
 
+The backward's dK/dV loop takes its per-query lse and delta rows by 1-D descriptors too where the
+caller says so (``ROWS_TMA``: needs ``USE_TMA`` and 16-byte aligned rows, N % 4 == 0), else by
+masked pointer loads.
+
 Sequence-length tails need no masks in the backward: padded Q/dO rows are zero and their LSE is
-loaded as +inf (P = 0), padded K/V rows are zero (P.V and dS.K get nothing from them), and
-outputs past N are never stored. The forward masks the last key block (scores -inf), because
-padded keys would otherwise enter the softmax denominator.
+loaded as +inf by pointer (P = 0) or as 0 by descriptor (P = 1, but against zero dO and Q rows, so
+dV, dP and dK get nothing from them), padded K/V rows are zero (P.V and dS.K get nothing from
+them), and outputs past N are never stored. The forward masks the last key block (scores -inf),
+because padded keys would otherwise enter the softmax denominator.
 """
 from __future__ import annotations
 
@@ -59,6 +64,27 @@ def _make_desc(base, N, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr, USE_TMA: tl
     else:
         desc = None
     return desc
+
+
+@triton.jit
+def _make_row_desc(base, N, BLOCK: tl.constexpr, USE_TMA: tl.constexpr):
+    """A 1-D descriptor over one head's N per-row floats (lse, delta), or None."""
+    if USE_TMA:
+        desc = tl.make_tensor_descriptor(base, shape=[N], strides=[1], block_shape=[BLOCK])
+    else:
+        desc = None
+    return desc
+
+
+@triton.jit
+def _load_row_values(base, desc, row0, N, other, BLOCK: tl.constexpr, USE_TMA: tl.constexpr):
+    """BLOCK per-row floats from row ``row0``; rows >= N read as ``other`` (by descriptor: 0)."""
+    if USE_TMA:
+        values = desc.load([row0])
+    else:
+        rows = row0 + tl.arange(0, BLOCK)
+        values = tl.load(base + rows, mask=rows < N, other=other)
+    return values
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,21 +187,22 @@ def attn_bwd_delta_kernel(O, DO, DELTA, N, HEAD_DIM: tl.constexpr, BLOCK_M: tl.c
 
 
 @triton.jit
-def _bwd_dkdv_inner(dk, dv, k, v, Q, DO, desc_q, desc_do, LSE, DELTA, lo, hi, offs_n, qk_scale, N,
-                    BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MASK: tl.constexpr, USE_TMA: tl.constexpr):
+def _bwd_dkdv_inner(dk, dv, k, v, Q, DO, desc_q, desc_do, LSE, DELTA, desc_lse, desc_delta, lo, hi, offs_n,
+                    qk_scale, N, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MASK: tl.constexpr,
+                    USE_TMA: tl.constexpr, ROWS_TMA: tl.constexpr):
     """dK, dV of one key block, over query blocks [lo, hi): all in transposed (key-major) form."""
     for start_m in tl.range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
         offs_m = start_m + tl.arange(0, BLOCK_M)
         q = _load_rows(Q, desc_q, start_m, N, BLOCK_M, HEAD_DIM, USE_TMA)
-        lse = tl.load(LSE + offs_m, mask=offs_m < N, other=float("inf"))  # padded rows: P = 0
+        lse = _load_row_values(LSE, desc_lse, start_m, N, float("inf"), BLOCK_M, ROWS_TMA)  # tails: module doc
         qkT = dot(k, tl.trans(q))
         pT = tl.math.exp2(qkT * qk_scale - lse[None, :])
         if MASK:
             pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
         do = _load_rows(DO, desc_do, start_m, N, BLOCK_M, HEAD_DIM, USE_TMA)
         dv = dot(pT.to(do.dtype), do, dv)
-        delta = tl.load(DELTA + offs_m, mask=offs_m < N, other=0.0)
+        delta = _load_row_values(DELTA, desc_delta, start_m, N, 0.0, BLOCK_M, ROWS_TMA)
         dpT = dot(v, tl.trans(do))
         dsT = pT * (dpT - delta[None, :])
         dk = dot(dsT.to(q.dtype), q, dk)
@@ -204,13 +231,15 @@ def _bwd_dq_inner(dq, q, do, lse, delta, K, V, desc_k, desc_v, lo, hi, offs_m, q
 @triton.jit
 def _bwd_dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, start_n, qk_scale, sm_scale, N,
                       HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
-                      CAUSAL: tl.constexpr, USE_TMA: tl.constexpr):
+                      CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, ROWS_TMA: tl.constexpr):
     """dK, dV for keys [start_n, start_n + BLOCK_N1) of one head."""
     offs_n = start_n + tl.arange(0, BLOCK_N1)
     desc_k = _make_desc(K, N, BLOCK_N1, HEAD_DIM, USE_TMA)
     desc_v = _make_desc(V, N, BLOCK_N1, HEAD_DIM, USE_TMA)
     desc_q = _make_desc(Q, N, BLOCK_M1, HEAD_DIM, USE_TMA)
     desc_do = _make_desc(DO, N, BLOCK_M1, HEAD_DIM, USE_TMA)
+    desc_lse = _make_row_desc(LSE, N, BLOCK_M1, ROWS_TMA)
+    desc_delta = _make_row_desc(DELTA, N, BLOCK_M1, ROWS_TMA)
     k = _load_rows(K, desc_k, start_n, N, BLOCK_N1, HEAD_DIM, USE_TMA)
     v = _load_rows(V, desc_v, start_n, N, BLOCK_N1, HEAD_DIM, USE_TMA)
     dk = tl.zeros([BLOCK_N1, HEAD_DIM], dtype=tl.float32)
@@ -218,13 +247,14 @@ def _bwd_dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, start_n, qk_scale, sm_sca
     if CAUSAL:
         # queries in the diagonal block see part of these keys (masked); later queries see all
         diag_hi = tl.minimum(start_n + BLOCK_N1, N)
-        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, Q, DO, desc_q, desc_do, LSE, DELTA, start_n, diag_hi,
-                                 offs_n, qk_scale, N, BLOCK_M1, HEAD_DIM, True, USE_TMA)
-        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, Q, DO, desc_q, desc_do, LSE, DELTA, start_n + BLOCK_N1, N,
-                                 offs_n, qk_scale, N, BLOCK_M1, HEAD_DIM, False, USE_TMA)
+        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, Q, DO, desc_q, desc_do, LSE, DELTA, desc_lse, desc_delta,
+                                 start_n, diag_hi, offs_n, qk_scale, N, BLOCK_M1, HEAD_DIM, True, USE_TMA, ROWS_TMA)
+        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, Q, DO, desc_q, desc_do, LSE, DELTA, desc_lse, desc_delta,
+                                 start_n + BLOCK_N1, N, offs_n, qk_scale, N, BLOCK_M1, HEAD_DIM, False, USE_TMA,
+                                 ROWS_TMA)
     else:
-        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, Q, DO, desc_q, desc_do, LSE, DELTA, 0, N,
-                                 offs_n, qk_scale, N, BLOCK_M1, HEAD_DIM, False, USE_TMA)
+        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, Q, DO, desc_q, desc_do, LSE, DELTA, desc_lse, desc_delta,
+                                 0, N, offs_n, qk_scale, N, BLOCK_M1, HEAD_DIM, False, USE_TMA, ROWS_TMA)
     dk = dk * sm_scale
     _store_rows(DV, _make_desc(DV, N, BLOCK_N1, HEAD_DIM, USE_TMA), start_n, N,
                 dv.to(DV.dtype.element_ty), BLOCK_N1, HEAD_DIM, USE_TMA)
@@ -244,8 +274,8 @@ def _bwd_dq_program(Q, K, V, DO, DQ, LSE, DELTA, start_m, qk_scale, sm_scale, N,
     desc_v = _make_desc(V, N, BLOCK_N2, HEAD_DIM, USE_TMA)
     q = _load_rows(Q, desc_q, start_m, N, BLOCK_M2, HEAD_DIM, USE_TMA)
     do = _load_rows(DO, desc_do, start_m, N, BLOCK_M2, HEAD_DIM, USE_TMA)
-    lse = tl.load(LSE + offs_m, mask=offs_m < N, other=float("inf"))
-    delta = tl.load(DELTA + offs_m, mask=offs_m < N, other=0.0)
+    lse = _load_row_values(LSE, None, start_m, N, float("inf"), BLOCK_M2, False)
+    delta = _load_row_values(DELTA, None, start_m, N, 0.0, BLOCK_M2, False)
     dq = tl.zeros([BLOCK_M2, HEAD_DIM], dtype=tl.float32)
     if CAUSAL:
         # keys of the diagonal block (masked), then all earlier keys (no mask)
@@ -266,7 +296,8 @@ def _bwd_dq_program(Q, K, V, DO, DQ, LSE, DELTA, start_m, qk_scale, sm_scale, N,
 def attn_bwd_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA, qk_scale, sm_scale, N,
                     HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
                     BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr,
-                    CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, MODE: tl.constexpr = 0):
+                    CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, MODE: tl.constexpr,
+                    ROWS_TMA: tl.constexpr):
     """MODE 0, one launch with two kinds of program per head: the first cdiv(N, BLOCK_N1) compute
     dK, dV of a key block (loop over query blocks), the rest dQ of a query block (loop over key
     blocks). MODE 1: only the dK/dV programs; MODE 2: only the dQ programs (two launches, each
@@ -281,7 +312,8 @@ def attn_bwd_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA, qk_scale, sm_scale, N,
     DELTA += off_hz.to(tl.int64) * N
     if MODE == 1:
         _bwd_dkdv_program(Q + head, K + head, V + head, DO + head, DK + head, DV + head, LSE, DELTA,
-                          pid * BLOCK_N1, qk_scale, sm_scale, N, HEAD_DIM, BLOCK_M1, BLOCK_N1, CAUSAL, USE_TMA)
+                          pid * BLOCK_N1, qk_scale, sm_scale, N, HEAD_DIM, BLOCK_M1, BLOCK_N1, CAUSAL, USE_TMA,
+                          ROWS_TMA)
     elif MODE == 2:
         pid_m = tl.num_programs(0) - 1 - pid
         _bwd_dq_program(Q + head, K + head, V + head, DO + head, DQ + head, LSE, DELTA,
@@ -291,7 +323,7 @@ def attn_bwd_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA, qk_scale, sm_scale, N,
         if pid < num_n_blocks:
             _bwd_dkdv_program(Q + head, K + head, V + head, DO + head, DK + head, DV + head, LSE, DELTA,
                               pid * BLOCK_N1, qk_scale, sm_scale, N, HEAD_DIM, BLOCK_M1, BLOCK_N1, CAUSAL,
-                              USE_TMA)
+                              USE_TMA, ROWS_TMA)
         else:
             pid_m = tl.cdiv(N, BLOCK_M2) - 1 - (pid - num_n_blocks)
             _bwd_dq_program(Q + head, K + head, V + head, DO + head, DQ + head, LSE, DELTA,

@@ -18,11 +18,8 @@ from kernels import tuning
 from pytest_gpuperf.timing import TimingConfig
 
 FWD_CANDIDATES = [(256, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2)]
-# (64, 128, 128, 128, 8, 2): dQ programs over 128-key blocks, half the iterations (and per-iteration
-# barriers) of 64-key ones; compiled for sm_90 it takes 251 registers without spills and 197 KB of
-# shared memory at 2 stages (262 KB at 3: too much). Not yet timed.
 BWD_CANDIDATES = [(64, 128, 128, 64, 8, 3), (64, 128, 128, 64, 8, 2), (64, 128, 128, 64, 8, 4),
-                  (64, 128, 128, 128, 8, 2), (32, 128, 128, 32, 8, 3), (64, 64, 64, 64, 4, 3), (32, 64, 64, 32, 4, 3)]
+                  (32, 128, 128, 32, 8, 3), (64, 64, 64, 64, 4, 3), (32, 64, 64, 32, 4, 3)]
 
 
 def _tflops(flops: int, run, config: TimingConfig, inputs) -> float | str:
