@@ -221,14 +221,19 @@ BWD_CONFIGS = {  # head dim -> "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, 
 # / 394.7 against 388.4 / 391.4), D64 full within 0.5%. Short and small-grid cases keep descriptors.
 BWD_TMA = {64: (True, True), 128: (True, False)}
 # Where tiles come by descriptor, the dK/dV loop also takes its per-query lse and delta by 1-D
-# descriptors (ROWS_TMA, when each head's row is 16-byte aligned: N % 4 == 0), so the loop has no
-# cp.async wait and CTA barrier left for them. H100, B4 H16 N4096 bf16, the table's blocks, two
-# rounds, TFLOP/s without / with: D128 full 404.9 / 418.1 and 386.6 / 399.2 (flex_attention 408.6
-# and 390.6 in the same rounds), D128 causal 344.4 / 360.5 and 339.1 / 353.2 (plain loads 363.0 and
-# 353.7: BWD_TMA left as is), D64 full 334.4 / 381.6 and 327.1 / 382.2, D64 causal 287.1 / 302.1
-# and 284.9 / 304.5. In the same rounds, dQ programs over 128-key blocks at 2 stages (64x128|128x128
-# w8 s2: half the iterations, 246 registers, 197 KB of shared memory) ran D128 full 408.4 / 387.4
-# and causal 348.1 / 341.1 with the row descriptors: slower than the table's.
+# descriptors (ROWS_TMA; for N >= ROWS_TMA_FROM_N, and N % 4 == 0 so that each head's row is
+# 16-byte aligned), so the loop has no cp.async wait and CTA barrier left for them. H100, B4 H16
+# N4096 bf16, the table's blocks, two rounds, TFLOP/s without / with: D128 full 404.9 / 418.1 and
+# 386.6 / 399.2 (flex_attention 408.6 and 390.6 in the same rounds), D128 causal 344.4 / 360.5 and
+# 339.1 / 353.2 (plain loads 363.0 and 353.7: BWD_TMA left as is), D64 full 334.4 / 381.6 and
+# 327.1 / 382.2, D64 causal 287.1 / 302.1 and 284.9 / 304.5. In the same rounds, dQ programs over
+# 128-key blocks at 2 stages (64x128|128x128 w8 s2: half the iterations, 246 registers, 197 KB of
+# shared memory) ran D128 full 408.4 / 387.4 and causal 348.1 / 341.1 with the row descriptors:
+# slower than the table's. The two extra descriptors cost more than they save in short loops: B1
+# H2 N128 D64 ran 12% slower with them (1.6 against 1.8 TFLOP/s, full and causal alike), B2 H8
+# N1000 D128 faster (full 228 against 193-200, causal 136.5 against 129); lengths between were not
+# measured.
+ROWS_TMA_FROM_N = 512
 DKDV_CONFIG = (64, 128, 8, 3)  # "two", dK/dV launch: BLOCK_M1, BLOCK_N1, num_warps, num_stages
 DQ_CONFIG = (128, 32, 8, 3)  # "two", dQ launch: BLOCK_M2, BLOCK_N2, num_warps, num_stages
 BWD_VARIANTS = ("split", "two")
@@ -371,7 +376,7 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
     elif config is None:
         config = bwd_config(N, D, variant, small)
 
-    rows_tma = use_tma and N % 4 == 0  # each head's lse/delta row 16-byte aligned
+    rows_tma = use_tma and N % 4 == 0 and N >= ROWS_TMA_FROM_N  # each head's row 16-byte aligned
 
     def launch(meta, programs, mode):
         grid = (programs, B * H)

@@ -10,7 +10,10 @@ triton.testing.do_bench beside it. They assert the accuracy and precision the ha
 - precision: (max - min) / median of 10 repeated medians <= 1% for a memory-bound softmax and
   <= 3% for a bf16 matmul, each measurement within a 1 s budget, after 3 s of load (see SETTLE_S)
   and with each run's result dropped before the next (see _measure_dropping_result);
-- work left on another stream is caught, not timed as zero.
+- work left on another stream is caught, not timed as zero;
+- a short call that cannot be captured in a CUDA graph is timed as queued calls, and leaves the
+  device usable (a failed capture leaves torch's CUDA RNG in capture mode and the capture stream
+  current unless both are undone); a short backward, whose forward ran in the test, is captured.
 """
 from __future__ import annotations
 
@@ -166,6 +169,33 @@ def test_work_on_another_stream_is_not_timed_as_zero(capsys) -> None:
     _say(capsys, f"\n  side-stream method={m.method} median {m.median_ms:.3f} ms, synchronized wall {wall_ms:.3f} ms")
     assert m.method == "device-sync"
     assert m.median_ms > 0.8 * wall_ms
+
+
+def test_a_call_that_cannot_be_captured_leaves_the_device_usable(capsys) -> None:
+    x = torch.randn(4096, device="cuda")
+    stream = torch.cuda.current_stream()
+
+    def fn():
+        y = x * 2
+        torch.cuda.synchronize()  # not allowed while capturing
+        return y
+
+    m = measure(fn, TimingConfig(budget_s=0.2))
+    after = torch.randn(4096, device="cuda")  # raised "Offset increment outside graph capture" before
+    _say(capsys, f"\n  uncapturable call: method={m.method} median {m.median_ms * 1e3:.2f} µs; {m.warnings}")
+    assert m.method == "queued" and any("capture failed" in w for w in m.warnings)
+    assert torch.isfinite(after).all() and torch.cuda.current_stream() == stream
+
+
+def test_a_short_backward_is_captured(gpu_benchmark, capsys) -> None:
+    """Its forward ran in the test body, on the stream the plugin gives timed tests; on the legacy
+    default stream the backward could not be captured (see GpuPerf.pytest_runtest_call)."""
+    x = torch.randn(4096, device="cuda", requires_grad=True)
+    y = (x * 2).sum()
+    gpu_benchmark(torch.autograd.grad, y, x, retain_graph=True)
+    m = gpu_benchmark.measurement
+    _say(capsys, f"\n  short backward: method={m.method} median {m.median_ms * 1e3:.2f} µs; {m.warnings}")
+    assert m.method == "graph" and not m.warnings
 
 
 ACCURACY = {  # case -> (make the callable, tolerance); H100 kernel times: ~1 µs, 2.2 µs, 7 µs, 40 µs,

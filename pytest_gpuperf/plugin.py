@@ -222,6 +222,7 @@ class GpuPerf:
         self.write_error: str | None = None
         self.device: dict[str, Any] = {}
         self.baseline: baseline_mod.Baseline | None = None
+        self._test_streams: dict[Any, Any] = {}  # device -> the stream timed tests run on (see pytest_runtest_call)
         if settings.enabled:
             self._select_device()
             self.device = describe()
@@ -353,6 +354,28 @@ class GpuPerf:
             for item in items:
                 (profiled if "gpu_profile" in getattr(item, "fixturenames", ()) else timed).append(item)
             items[:] = timed + profiled
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        """Run a timed test's body on a CUDA stream of its own rather than the legacy default stream.
+        Why: a backward timed with torch.autograd.grad runs on the stream its forward ran on, and a
+        CUDA graph cannot take in work on the legacy default stream ("operation would make the legacy
+        stream depend on a capturing blocking stream"), so a short backward could only be timed as
+        queued eager calls. The stream waits for the default stream first (inputs made by fixtures),
+        and the default stream for it after (teardown and later tests)."""
+        torch = sys.modules.get("torch")
+        if not (self.settings.enabled and "gpu_benchmark" in getattr(item, "fixturenames", ())
+                and torch is not None and has_cuda()):
+            yield
+            return
+        default = torch.cuda.current_stream()
+        if default.device not in self._test_streams:
+            self._test_streams[default.device] = torch.cuda.Stream(default.device)
+        stream = self._test_streams[default.device]
+        stream.wait_stream(default)
+        with torch.cuda.stream(stream):
+            yield
+        default.wait_stream(stream)
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if _MARKER_ERROR in item.stash:

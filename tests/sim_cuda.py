@@ -124,7 +124,7 @@ class SimDevice:
                 dev.launch(sum(self.nodes) + dev.graph_gap_ms * (len(self.nodes) - 1))
 
         @contextlib.contextmanager
-        def graph(g: CUDAGraph):
+        def graph(g: CUDAGraph, stream=None):
             dev.capturing = g.nodes
             try:
                 yield
@@ -139,6 +139,9 @@ class SimDevice:
             def __init__(self, nbytes: int) -> None:
                 self.nbytes = nbytes
 
+            def add_(self, other) -> None:
+                dev.launch(0.001)
+
         def zeros(n: int, dtype=None, device=None) -> Tensor:
             return Tensor(4 * n)
 
@@ -147,7 +150,8 @@ class SimDevice:
 
         cuda = SimpleNamespace(
             Event=Event, CUDAGraph=CUDAGraph, graph=graph, Stream=Stream,
-            current_stream=lambda: Stream(), stream=lambda s: contextlib.nullcontext(),
+            current_stream=lambda: Stream(), stream=lambda s: contextlib.nullcontext(), set_stream=lambda s: None,
+            default_stream=lambda: Stream(),
             synchronize=self.synchronize, current_device=lambda: 0,
             _sleep=self.spin,
             get_device_properties=lambda i: SimpleNamespace(L2_cache_size=self.l2_bytes),
