@@ -261,7 +261,7 @@ def ci_relative(stats: Stats) -> float:
 
 @dataclass(frozen=True)
 class CaptureFailure:
-    """Why a CUDA graph capture failed: the exception's type and first line, not the exception,
+    """Why a CUDA graph capture failed: the root cause's type and first line, not the exception,
     whose frames would keep the failed graph alive."""
 
     kind: str
@@ -643,7 +643,7 @@ class _CudaTimer:
         try:
             with torch.cuda.stream(side):
                 fn()
-            torch.cuda.current_stream().wait_stream(side)
+            caller.wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             # On the caller's stream where it may capture (not the default stream): work that fn puts
             # on the stream it was called from, such as a backward on its forward's stream, is then
