@@ -124,7 +124,6 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
-        _refuse_rootdir_moved_by_a_path_option(config)
         for option in ("gpuperf_json", "gpuperf_markdown"):  # files, written at the end: say so now
             value = config.getoption(option)
             if value is not None and Path(value).is_dir():
@@ -155,51 +154,6 @@ class Settings:
             trace_dir=path("gpuperf_trace_dir"),
             device_index=None if device is None else int(device),
         )
-
-
-_PATH_OPTIONS = ("--gpuperf-baseline-dir", "--gpuperf-json", "--gpuperf-markdown", "--gpuperf-plot",
-                 "--gpuperf-trace-dir")
-
-
-def _rootdir_from_test_paths(config: pytest.Config) -> Path | None:
-    """The rootdir pytest would pick from the real test paths alone, or None where its (internal)
-    rootdir logic cannot be called the way this pytest expects."""
-    try:
-        from _pytest.config.findpaths import determine_setup
-    except ImportError:
-        return None
-    opt = config.option
-    kw = dict(inifile=getattr(opt, "inifilename", None), args=[str(a) for a in (opt.file_or_dir or [])],
-              rootdir_cmd_arg=getattr(opt, "rootdir", None) or None, invocation_dir=config.invocation_params.dir)
-    for extra in ({"override_ini": getattr(opt, "override_ini", None)}, {}):  # pytest 9 / pytest 8
-        try:
-            return Path(determine_setup(**kw, **extra)[0])
-        except TypeError:
-            continue
-        except Exception:  # noqa: BLE001 - a guess at a private API must never break a run
-            return None
-    return None
-
-
-def _refuse_rootdir_moved_by_a_path_option(config: pytest.Config) -> None:
-    """pytest picks rootdir before it knows a plugin's options, and takes every existing path among
-    the arguments for a test path, the value of `--gpuperf-json PATH` included: one outside the
-    project can move rootdir up, and the default baselines/ and every test id with it, so the gate
-    finds no baseline and passes everything as new. `--opt=PATH` is not read that way. Refused
-    when rootdir differs from the one the real test paths give (checked with pytest's own logic)."""
-    expected = _rootdir_from_test_paths(config)
-    if expected is None or expected.resolve() == config.rootpath.resolve():
-        return
-    import os
-    import shlex
-
-    args = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + [str(a) for a in config.invocation_params.args]
-    culprits = [f"{option} {value}" for option, value in zip(args, args[1:]) if option in _PATH_OPTIONS]
-    given = f" by {', '.join(culprits)}" if culprits else ""
-    raise pytest.UsageError(
-        f"rootdir moved{given}: pytest reads an existing path given after a space as a test path when it "
-        f"picks rootdir, so it picked {config.rootpath} instead of {expected}, which moves the default "
-        f"baselines/ directory and every test id; write the option as --option=PATH")
 
 
 # --------------------------------------------------------------------------------------------

@@ -100,20 +100,6 @@ def test_bad_option_values_are_usage_errors_naming_the_option(suite, args, messa
     result.stderr.fnmatch_lines([message])
 
 
-def test_a_path_option_value_outside_the_run_directory_is_refused_in_the_space_form(suite) -> None:
-    """pytest would take the existing file for a test path and move rootdir (and baselines/) above it."""
-    outside = suite.path.parent / "results.json"
-    outside.write_text("{}")
-    result = suite.runpytest("--gpuperf", "--gpuperf-json", str(outside), *FAST)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*rootdir moved by --gpuperf-json {outside}: pytest reads an existing path*"
-                                 "instead of*write the option as --option=PATH*"])
-    assert suite.runpytest("--gpuperf", f"--gpuperf-json={outside}", *FAST).ret == pytest.ExitCode.OK
-    # An ini file beside the test paths given anchors rootdir there: the path did not move it.
-    suite.makeini("[pytest]\n")
-    assert suite.runpytest("--gpuperf", "--gpuperf-json", str(outside), "test_scaled.py", *FAST).ret == pytest.ExitCode.OK
-
-
 def test_an_output_file_option_naming_a_directory_is_a_usage_error(suite) -> None:
     result = suite.runpytest("--gpuperf", f"--gpuperf-markdown={suite.path}", *FAST)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
