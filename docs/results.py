@@ -12,8 +12,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pytest_gpuperf import baseline as baseline_mod
-from pytest_gpuperf import report
+from pytest_gpuperf.report.plots import write_plots
+from pytest_gpuperf.store import baseline as baseline_mod
+from pytest_gpuperf.store.results import results_from_baseline
 
 IMPLS = ("torch_manual", "torch", "compiled", "triton", "cuda")
 ELEMENTWISE = (("ELU", "test_elementwise.py::test_elu[{impl}-{dtype}-16384x16384]"),
@@ -58,10 +59,10 @@ def tables(entries: dict[str, dict]) -> str:
 
 def plots(base: baseline_mod.Baseline, directory: Path, prefix: str) -> None:
     wanted = {"test_softmax": f"{prefix}-softmax.png", "test_attention_fwd": f"{prefix}-attention-fwd.png"}
-    results = [r for r in report.results_from_baseline(base) if r["group"] in wanted]
+    results = [r for r in results_from_baseline(base) if r["group"] in wanted]
     directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for path in report.write_plots(Path(tmp), results, device=base.device):
+        for path in write_plots(Path(tmp), results, device=base.device):
             shutil.move(path, directory / wanted[path.stem])
 
 

@@ -15,7 +15,7 @@ import torch
 
 from kernels import flash_attention as fa
 from kernels import tuning
-from pytest_gpuperf.timing import TimingConfig
+from pytest_gpuperf.measure.timer import TimingConfig
 
 FWD_CANDIDATES = [(256, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2)]
 BWD_CANDIDATES = [(64, 128, 128, 64, 8, 3), (64, 128, 128, 64, 8, 2), (64, 128, 128, 64, 8, 4),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 
 from kernels import common, elu, gelu, softmax, tuning
-from pytest_gpuperf.timing import TimingConfig
+from pytest_gpuperf.measure.timer import TimingConfig
 
 #: (BLOCK in bytes of input per program, num_warps, load eviction policy)
 ELEMENTWISE = [(b, w, e) for b, w in [(2048, 2), (2048, 4), (4096, 2), (4096, 4), (8192, 4), (8192, 8),

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pytest_gpuperf.timing import TimingConfig, measure
+from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 
 def median_ms(fn: Callable[[], Any], config: TimingConfig, inputs: Any) -> float | str:

@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_gpuperf import compare
-from pytest_gpuperf.plugin import Settings
-from pytest_gpuperf.timing import TimingConfig, _spin_rate, measure
+from pytest_gpuperf.core import verdict as compare
+from pytest_gpuperf.measure import calibration
+from pytest_gpuperf.measure.timer import TimingConfig, measure
+from pytest_gpuperf.plugin.options import Settings
 
 pytestmark = [pytest.mark.selfcheck,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="gate quality needs a CUDA device")]
@@ -85,7 +86,7 @@ def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None
     recordings = [[_record(fn, config) for _ in range(runs)] for _ in range(RECORDINGS)]
     unchanged = [min(rec, key=lambda r: r["median_ms"]) for rec in recordings]  # as --gpuperf-save keeps
     base_ms = statistics.median(r["median_ms"] for rec in recordings for r in rec)  # of single runs
-    cycles_per_ms = _spin_rate(torch, torch.cuda.current_device())
+    cycles_per_ms = calibration.default().spin_rate(torch, torch.cuda.current_device())
 
     def slowed(fraction: float):
         """fn plus a GPU spin that makes it `fraction` slower, and the slowdown that spin really adds.

@@ -23,8 +23,8 @@ import time
 import pytest
 import torch
 
-from pytest_gpuperf.profile import device_events
-from pytest_gpuperf.timing import TimingConfig, measure
+from pytest_gpuperf.measure.profile import device_events
+from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 pytestmark = [pytest.mark.selfcheck,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="harness self-checks need a CUDA device")]

@@ -18,9 +18,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from .baseline import MAX_DRIFT, BaselineError, baseline_path
-from .compare import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
-from .timing import recorded_version, timing_epoch
+from .core.units import parse_percent
+from .core.verdict import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
+from .core.versions import recorded_version, timing_epoch
+from .store.baseline import MAX_DRIFT, BaselineError, baseline_path
 
 EXIT_OK = 0
 EXIT_SLOWER = 1
@@ -46,7 +47,7 @@ def _width() -> int:
 
 
 def _load(path: str):
-    from .report import load_results
+    from .store.results import load_results
 
     return load_results(Path(path))
 
@@ -56,7 +57,7 @@ def _by_id(results: list[dict]) -> dict[str, dict]:
 
 
 def _cmd_compare(args) -> int:
-    from .report import compare_lines
+    from .report.table import compare_lines
 
     threshold = parse_threshold(args.threshold) if args.threshold is not None else None
     old_dev, old = _load(args.old)
@@ -88,14 +89,15 @@ def _cmd_compare(args) -> int:
 
 
 def _current_device(measure_peaks: bool):
-    from . import device as device_mod
+    from .measure import peaks
 
-    return device_mod.current_device(measure_peaks=measure_peaks)
+    return peaks.current_device(measure_peaks=measure_peaks)
 
 
 def _cmd_show(args) -> int:
-    from .baseline import load as load_baseline
-    from .report import results_from_baseline, terminal_lines
+    from .report.table import terminal_lines
+    from .store.baseline import load as load_baseline
+    from .store.results import results_from_baseline
 
     path = args.file
     if path is None:
@@ -134,7 +136,7 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from .report import plot_files
+    from .report.plots import plot_files
 
     labeled = []
     stems = [Path(f).stem for f in args.files]
@@ -154,13 +156,12 @@ def _cmd_plot(args) -> int:
 
 def _cmd_merge(args) -> int:
     """Combine recordings of one GPU model into one baseline whose entries carry their drift."""
-    from . import baseline as baseline_mod
-    from .device import merged_peaks
-    from .report import load_recording
+    from .measure.peaks import merged_peaks
+    from .store import baseline as baseline_mod
+    from .store.results import load_recording
 
-    text = str(args.max_drift).strip()
     try:
-        max_drift = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        max_drift = parse_percent(args.max_drift)
     except ValueError:
         max_drift = float("nan")
     if not max_drift > 0 or max_drift == float("inf"):
@@ -201,11 +202,12 @@ def _cmd_merge(args) -> int:
 
 
 def _cmd_device(args) -> int:
-    from . import device as device_mod
-    from .report import _peaks_text
+    from .measure import device as device_mod
+    from .measure import peaks as peaks_mod
+    from .report.rows import peaks_text
 
     try:
-        dev = device_mod.current_device(measure_peaks=not args.no_peaks)
+        dev = peaks_mod.current_device(measure_peaks=not args.no_peaks)
     except Exception as exc:
         raise _UsageError(f"gpuperf device: cannot query the device ({type(exc).__name__}: {exc})") from None
     try:
@@ -219,7 +221,7 @@ def _cmd_device(args) -> int:
     for k, v in dev.items():
         if k not in ("key", "name", "capability", "sm_count", "memory_gib", "peaks"):
             print(f"{k}: {v}")
-    peaks = _peaks_text(dev.get("peaks"))
+    peaks = peaks_text(dev.get("peaks"))
     print(f"measured peaks: {peaks or 'none'}")
     sw = ", ".join(f"{k} {v}" for k, v in (software or {}).items() if v)
     if sw:

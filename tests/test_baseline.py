@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_gpuperf import baseline as bl
-from pytest_gpuperf.baseline import Baseline, BaselineError
+from pytest_gpuperf.store import baseline as bl
+from pytest_gpuperf.store.baseline import Baseline, BaselineError
 
 DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132,
           "memory_gib": 79.2, "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 738.0}}

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf import baseline as bl
-from pytest_gpuperf import cli, report
+from pytest_gpuperf import cli
+from pytest_gpuperf.store import baseline as bl
+from pytest_gpuperf.store import results as results_store
 
 DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132,
           "memory_gib": 79.2, "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 738.0}}
@@ -77,9 +78,9 @@ def test_compare_new_and_missing_do_not_fail(files, capsys):
 
 
 def test_compare_json_against_yaml(files, capsys):
-    device, results = report.load_results(files["slow"])
+    device, results = results_store.load_results(files["slow"])
     path = files["dir"] / "run.json"
-    report.write_json(path, results, device, SOFTWARE, "2026-11-23T10:00:00Z")
+    results_store.write_json(path, results, device, SOFTWARE, "2026-11-23T10:00:00Z")
     assert run(["compare", str(files["old"]), str(path)], capsys)[0] == 1
     assert run(["compare", str(path), str(path)], capsys)[0] == 0
 
@@ -136,16 +137,17 @@ def test_show_file(files, capsys):
 
 
 def test_show_json(files, capsys):
-    device, results = report.load_results(files["old"])
+    device, results = results_store.load_results(files["old"])
     path = files["dir"] / "r.json"
-    report.write_json(path, results, device, SOFTWARE, "2026-11-23T10:00:00Z")
+    results_store.write_json(path, results, device, SOFTWARE, "2026-11-23T10:00:00Z")
     code, out, _ = run(["show", str(path)], capsys)
     assert code == 0 and "triton-float32-4096x4096" in out
 
 
 @pytest.fixture
 def fake_device(monkeypatch):
-    from pytest_gpuperf import device as device_mod
+    from pytest_gpuperf.measure import device as device_mod
+    from pytest_gpuperf.measure import peaks as peaks_mod
 
     calls = []
 
@@ -153,7 +155,7 @@ def fake_device(monkeypatch):
         calls.append(measure_peaks)
         return dict(DEVICE)
 
-    monkeypatch.setattr(device_mod, "current_device", current_device)
+    monkeypatch.setattr(peaks_mod, "current_device", current_device)
     monkeypatch.setattr(device_mod, "software_versions", lambda: dict(SOFTWARE))
     return calls
 
@@ -203,12 +205,12 @@ def test_device(capsys, fake_device):
 
 
 def test_device_failure_is_one_line(capsys, monkeypatch):
-    from pytest_gpuperf import device as device_mod
+    from pytest_gpuperf.measure import peaks as peaks_mod
 
     def broken(measure_peaks=False):
         raise RuntimeError("NVML: driver not loaded")
 
-    monkeypatch.setattr(device_mod, "current_device", broken)
+    monkeypatch.setattr(peaks_mod, "current_device", broken)
     code, _, err = run(["device"], capsys)
     assert code == 2 and "driver not loaded" in err and len(err.strip().splitlines()) == 1
 
@@ -269,9 +271,9 @@ def test_merge_and_compare_keep_timing_versions_apart(files, capsys, tmp_path):
 
 
 def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):
-    results = [dict(r, median_ms=r["median_ms"] * 1.02) for r in report.results_from_baseline(bl.load(files["old"]))]
+    results = [dict(r, median_ms=r["median_ms"] * 1.02) for r in results_store.results_from_baseline(bl.load(files["old"]))]
     js = tmp_path / "run.json"
-    report.write_json(js, results, DEVICE, SOFTWARE, "2026-11-23T12:00:00")
+    results_store.write_json(js, results, DEVICE, SOFTWARE, "2026-11-23T12:00:00")
     code, text, err = run(["merge", str(files["old"]), str(js), "-o", str(files["old"])], capsys)
     assert code == 0, err
     assert bl.load(files["old"]).entries[IDS[0]]["drift"] == pytest.approx(0.02, rel=1e-3)

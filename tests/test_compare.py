@@ -9,8 +9,8 @@ import statistics
 
 import pytest
 
-from pytest_gpuperf import compare
-from pytest_gpuperf.compare import Verdict, is_regression, judge, parse_threshold
+from pytest_gpuperf.core import verdict as compare
+from pytest_gpuperf.core.verdict import Verdict, is_regression, judge, parse_threshold
 
 MiB = 1 << 20
 

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from pytest_gpuperf import node_gap
-from pytest_gpuperf.node_gap import NodeGap
+from pytest_gpuperf.measure import node_gap, node_gap_probe
+from pytest_gpuperf.measure.node_gap import NodeGap
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_the_childs_answer_is_read_from_its_last_line(monkeypatch, returncode, s
 
     monkeypatch.setattr(node_gap.subprocess, "run", run)
     gap = node_gap._measure_in_child(2)
-    assert seen["cmd"][-3:] == ["-m", "pytest_gpuperf.node_gap", "2"]
+    assert seen["cmd"][-3:] == ["-m", "pytest_gpuperf.measure.node_gap_probe", "2"]
     if isinstance(expected, NodeGap):
         assert gap == expected
     else:
@@ -107,8 +107,8 @@ def test_the_child_measures_with_the_subtraction_off(monkeypatch, capsys) -> Non
         seen.update(index=index, env=os.environ.get(node_gap.DISABLE_ENV))
         return NodeGap(0.0003, 0.0001, 0.8, "now")
 
-    monkeypatch.setattr(node_gap, "measure_gap", measure)
-    node_gap.main(["1"])
+    monkeypatch.setattr(node_gap_probe, "measure_gap", measure)
+    node_gap_probe.main(["1"])
     assert seen == {"index": 1, "env": "0"}
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["cold_ms"] == 0.0003
 
@@ -130,7 +130,7 @@ def test_known_never_measures_and_reads_what_a_lookup_stored(cache_dir, children
 def test_the_session_header_measures_the_gap_only_when_tests_will_be_timed(cache_dir, children, collect_only) -> None:
     from types import SimpleNamespace
 
-    from pytest_gpuperf.plugin import GpuPerf
+    from pytest_gpuperf.plugin.session import GpuPerf
 
     started, answers = children
     answers.append(NodeGap(0.0003, 0.00014, 0.83, "2026-11-24 10:00"))

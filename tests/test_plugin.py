@@ -6,8 +6,8 @@ import json
 import pytest
 import yaml
 
-from pytest_gpuperf.device import has_cuda
-from pytest_gpuperf.timing import TIMING_VERSION
+from pytest_gpuperf.core.versions import TIMING_VERSION
+from pytest_gpuperf.measure.device import has_cuda
 
 pytest_plugins = ["pytester"]
 

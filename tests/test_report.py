@@ -14,9 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf import baseline as bl
-from pytest_gpuperf import report
-from pytest_gpuperf.compare import judge
+from pytest_gpuperf.core.verdict import judge
+from pytest_gpuperf.report import markdown as md_report
+from pytest_gpuperf.report import plots as plot_report
+from pytest_gpuperf.report import rows as report_rows
+from pytest_gpuperf.report import table as report_table
+from pytest_gpuperf.store import baseline as bl
+from pytest_gpuperf.store import results as results_store
 
 DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132,
           "memory_gib": 79.2, "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 738.0}}
@@ -75,7 +79,7 @@ def make_results(seed=0, slow=None, with_baseline=True):
 
 def test_terminal_lines_grouped_sorted_human_units():
     results = make_results()
-    lines = report.terminal_lines(results, DEVICE, width=120)
+    lines = report_table.terminal_lines(results, DEVICE, width=120)
     text = "\n".join(lines)
     assert all(len(line) <= 120 for line in lines), max(lines, key=len)
     assert "NVIDIA H100 80GB HBM3" in lines[0]
@@ -94,7 +98,7 @@ def test_terminal_lines_grouped_sorted_human_units():
 def test_terminal_lines_truncates_long_params_in_the_middle():
     r = make_results(with_baseline=False)[0]
     r["param"] = "triton-" + "x" * 200 + "-END"
-    lines = report.terminal_lines([r], DEVICE, width=120)
+    lines = report_table.terminal_lines([r], DEVICE, width=120)
     row = next(line for line in lines if "triton-" in line)
     assert len(row) <= 120 and "…" in row and "-END" in row
 
@@ -102,14 +106,14 @@ def test_terminal_lines_truncates_long_params_in_the_middle():
 def test_terminal_lines_keep_params_readable_in_an_80_column_log():
     r = make_results(with_baseline=False)[0]
     r["param"] = "torch_efficient-bfloat16-causal-B4H16N4096D128"
-    lines = report.terminal_lines([r], DEVICE, width=80)
+    lines = report_table.terminal_lines([r], DEVICE, width=80)
     assert any(line.startswith("  torch_efficient-bfloat16-causal-B4H16N4096D128 ") for line in lines)
 
 
 def test_terminal_lines_without_baseline_or_results():
-    lines = report.terminal_lines(make_results(with_baseline=False), DEVICE)
+    lines = report_table.terminal_lines(make_results(with_baseline=False), DEVICE)
     assert lines[-1] == "12 measured"
-    assert report.terminal_lines([], DEVICE)[-1] == "no measurements"
+    assert report_table.terminal_lines([], DEVICE)[-1] == "no measurements"
 
 
 # ---- markdown ----------------------------------------------------------------------------------------------
@@ -117,7 +121,7 @@ def test_terminal_lines_without_baseline_or_results():
 
 def test_markdown_is_a_table(tmp_path):
     results = make_results()
-    md = report.markdown(results, DEVICE, SOFTWARE)
+    md = md_report.markdown(results, DEVICE, SOFTWARE)
     lines = md.splitlines()
     assert lines[0].startswith("## ") and "NVIDIA H100" in lines[0]
     table = [line for line in lines if line.startswith("|")]
@@ -130,14 +134,14 @@ def test_markdown_is_a_table(tmp_path):
     assert all(line.count("|") == 10 for line in rows)
     assert "### Regressions" in md and "triton-float32-4096x4096" in md and "**slower**" in md
     path = tmp_path / "sub" / "summary.md"
-    report.write_markdown(path, results, DEVICE, SOFTWARE)
+    md_report.write_markdown(path, results, DEVICE, SOFTWARE)
     assert path.read_text() == md
 
 
 def test_markdown_escapes_pipes():
     r = make_results(with_baseline=False)[0]
     r["param"] = "a|b"
-    assert "a\\|b" in report.markdown([r], DEVICE, SOFTWARE)
+    assert "a\\|b" in md_report.markdown([r], DEVICE, SOFTWARE)
 
 
 # ---- JSON --------------------------------------------------------------------------------------------------
@@ -146,7 +150,7 @@ def test_markdown_escapes_pipes():
 def test_json_layout_and_units(tmp_path):
     results = make_results()
     path = tmp_path / "out" / "results.json"
-    report.write_json(path, results, DEVICE, SOFTWARE, "2026-11-23T10:00:00+00:00")
+    results_store.write_json(path, results, DEVICE, SOFTWARE, "2026-11-23T10:00:00+00:00")
     doc = json.loads(path.read_text())
     assert set(doc) == {"machine_info", "commit_info", "benchmarks", "datetime", "version"}
     assert doc["datetime"] == "2026-11-23T10:00:00+00:00"
@@ -168,7 +172,7 @@ def test_json_layout_and_units(tmp_path):
     assert ex["gbps"] == pytest.approx(r["gbps"]) and ex["verdict"] == "slower" and ex["device"] == DEVICE["key"]
     assert ex["change"] == pytest.approx(0.2, rel=1e-4) and ex["baseline_median_ms"] == pytest.approx(r["baseline"]["median_ms"])
     # what a baseline entry keeps survives the JSON (gpuperf merge reads results JSON)
-    _, loaded = report.load_results(path)
+    _, loaded = results_store.load_results(path)
     back = next(x for x in loaded if x["nodeid"] == r["nodeid"])
     for k in bl.ENTRY_KEYS:
         if k in r:
@@ -180,7 +184,7 @@ def test_json_without_samples_and_with_nan(tmp_path):
     del r["data"]
     r["gbps"] = float("nan")
     path = tmp_path / "r.json"
-    report.write_json(path, [r], DEVICE, SOFTWARE, "2026-11-23T10:00:00Z")
+    results_store.write_json(path, [r], DEVICE, SOFTWARE, "2026-11-23T10:00:00Z")
     doc = json.loads(path.read_text())  # strict: no NaN
     st = doc["benchmarks"][0]["stats"]
     assert "data" not in st and doc["benchmarks"][0]["extra_info"]["gbps"] is None
@@ -197,7 +201,7 @@ def test_pytest_benchmark_compare_reads_our_json(tmp_path):
     if not cmd:
         pytest.skip("the pytest-benchmark command is not installed")
     path = tmp_path / "results.json"
-    report.write_json(path, make_results(), DEVICE, SOFTWARE, "2026-11-23T10:00:00+00:00")
+    results_store.write_json(path, make_results(), DEVICE, SOFTWARE, "2026-11-23T10:00:00+00:00")
     proc = subprocess.run([cmd, "compare", str(path), "--group-by", "group", "--columns", "min,median,max,rounds"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     out = proc.stdout + proc.stderr
@@ -212,7 +216,7 @@ def test_pytest_benchmark_storage_loads_our_json(tmp_path):
     from pytest_benchmark.storage.file import FileStorage
 
     path = tmp_path / "results.json"
-    report.write_json(path, make_results(), DEVICE, SOFTWARE, "2026-11-23T10:00:00+00:00")
+    results_store.write_json(path, make_results(), DEVICE, SOFTWARE, "2026-11-23T10:00:00+00:00")
     storage = FileStorage(str(tmp_path / "storage"), logger=Logger(Logger.QUIET))
     benches = list(storage.load_benchmarks(str(path)))
     assert len(benches) == 12 and all(b["median"] > 0 and b["ops"] > 0 for b in benches)
@@ -224,8 +228,8 @@ def test_pytest_benchmark_storage_loads_our_json(tmp_path):
 def test_load_results_from_our_json_round_trip(tmp_path):
     results = make_results()
     path = tmp_path / "r.json"
-    report.write_json(path, results, DEVICE, SOFTWARE, "2026-11-23T10:00:00Z")
-    device, back = report.load_results(path)
+    results_store.write_json(path, results, DEVICE, SOFTWARE, "2026-11-23T10:00:00Z")
+    device, back = results_store.load_results(path)
     assert device["key"] == DEVICE["key"]
     by = {r["nodeid"]: r for r in back}
     for r in results:
@@ -239,7 +243,7 @@ def test_load_results_from_baseline(tmp_path):
     results = make_results(with_baseline=False)
     path = tmp_path / "k.yaml"
     bl.save(path, DEVICE, SOFTWARE, {r["nodeid"]: bl.entry_from_result(r) for r in results})
-    device, back = report.load_results(path)
+    device, back = results_store.load_results(path)
     assert device["key"] == DEVICE["key"] and len(back) == 12
     b = next(x for x in back if x["param"] == "torch-bfloat16-4096")
     assert b["name"] == "test_matmul" and b["group"] == "test_matmul" and b["nodeid"].endswith("[torch-bfloat16-4096]")
@@ -260,7 +264,7 @@ def test_load_results_from_real_pytest_benchmark_json(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, timeout=120,
                           env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")})  # not an xdist worker
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    device, back = report.load_results(out)
+    device, back = results_store.load_results(out)
     assert device is None and len(back) == 2
     r = next(r for r in back if r["param"] == "20")
     assert r["name"] == "test_sum" and r["median_ms"] > 0 and r["noise"] is not None and r["samples"] >= 5
@@ -279,7 +283,7 @@ def test_load_results_bad_json(tmp_path, name, content, words):
     if content is not None:
         path.write_text(content)
     with pytest.raises(ValueError) as err:
-        report.load_results(path)
+        results_store.load_results(path)
     assert str(path) in str(err.value) and words in str(err.value)
 
 
@@ -287,9 +291,9 @@ def test_load_results_bad_yaml_and_directory(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text("schema_version: 7\ndevice: {key: k}\n")
     with pytest.raises(bl.BaselineError, match="schema_version 7"):
-        report.load_results(path)
+        results_store.load_results(path)
     with pytest.raises(ValueError, match="is a directory"):
-        report.load_results(tmp_path)
+        results_store.load_results(tmp_path)
 
 
 # ---- plots -------------------------------------------------------------------------------------------------
@@ -297,7 +301,7 @@ def test_load_results_bad_yaml_and_directory(tmp_path):
 
 def test_write_plots_one_png_per_group(tmp_path):
     results = make_results()
-    paths = report.write_plots(tmp_path / "plots", results)
+    paths = plot_report.write_plots(tmp_path / "plots", results)
     assert sorted(p.name for p in paths) == ["test_matmul.png", "test_softmax.png"]
     for p in paths:
         data = p.read_bytes()
@@ -310,22 +314,23 @@ def test_write_plots_with_a_baseline_object_and_time_only(tmp_path):
                        {r["nodeid"]: dict(bl.entry_from_result(r), median_ms=r["median_ms"] * 0.9) for r in results})
     for r in results:  # a generic suite without cost models: time is all there is
         r["pct_of_peak"] = r["gbps"] = r["tflops"] = None
-    paths = report.write_plots(tmp_path, results, base)
+    paths = plot_report.write_plots(tmp_path, results, base)
     assert len(paths) == 2 and all(p.read_bytes()[:8] == PNG_MAGIC for p in paths)
-    assert report.write_plots(tmp_path / "none", []) == []
+    assert plot_report.write_plots(tmp_path / "none", []) == []
     for r in results:  # ids that do not split into impl-case uniquely still get one bar each
         r["param"] = r["param"].split("-", 1)[1]
-    assert len(report.write_plots(tmp_path / "dups", results)) == 2
+    assert len(plot_report.write_plots(tmp_path / "dups", results)) == 2
 
 
 def test_plot_files(tmp_path):
-    out = report.plot_files(tmp_path / "cmp.png", [("old", make_results(1, with_baseline=False)),
+    out = plot_report.plot_files(tmp_path / "cmp.png", [("old", make_results(1, with_baseline=False)),
                                                     ("new", make_results(2))])
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
 def test_report_module_does_not_import_torch_or_matplotlib():
-    code = ("import sys, pytest_gpuperf.report, pytest_gpuperf.compare, pytest_gpuperf.baseline, pytest_gpuperf.cli;"
+    code = ("import sys, pytest_gpuperf.report.table, pytest_gpuperf.report.markdown, pytest_gpuperf.report.plots, "
+            "pytest_gpuperf.store.results, pytest_gpuperf.core.verdict, pytest_gpuperf.store.baseline, pytest_gpuperf.cli;"
             "print('torch' in sys.modules, 'matplotlib' in sys.modules)")
     env = dict(os.environ)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
@@ -337,7 +342,7 @@ def test_summary_says_how_many_unsure_results_could_not_see_the_threshold():
     results[0].update(verdict="unsure", fixed_bound=0.26, threshold=0.05)  # a 2 µs kernel under the 0.5 µs floor
     results[1].update(verdict="unsure", fixed_bound=0.011, threshold=0.05)  # a noisy run: measuring again can tell
     results[2].update(verdict="same", fixed_bound=0.011, threshold=0.05)
-    line = report.terminal_lines(results, DEVICE)[-1]
+    line = report_table.terminal_lines(results, DEVICE)[-1]
     assert line == ("3 measured: 2 unsure (1 too short or too variable between runs for their threshold to be "
                     "seen), 1 same")
 
@@ -346,7 +351,7 @@ def test_time_line_says_where_the_session_went():
     results = make_results(with_baseline=False)[:2]
     results[0].update(wall_s=1.5, first_call_s=1.0, measured_s=0.2, remeasured=1)
     results[1].update(wall_s=0.5, first_call_s=0.1, measured_s=0.2)
-    assert report.time_line(results, 10.0) == (
+    assert report_rows.time_line(results, 10.0) == (
         "gpuperf: 10.0 s since start: 2 measurements 2.0 s (first calls, i.e. compiling and autotuning, 1.1 s; "
         "samples 0.4 s; warm-up and calibration 0.5 s; 1 repeated runs (suspects re-measured, or recordings)), "
         "outside measurements 8.0 s")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf import baseline as bl
+from pytest_gpuperf.store import baseline as bl
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from pytest_gpuperf.timing import Stats, TimingConfig, ci_relative, launch_bound, measure, summarize
+from pytest_gpuperf.measure.cuda_timer import launch_bound
+from pytest_gpuperf.measure.stats import Stats, ci_relative, summarize
+from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 
 def test_summarize_order_statistics_and_robust_noise() -> None:
@@ -86,21 +88,20 @@ def test_launch_bound_counts_the_flush_in_a_samples_gpu_time(gpu_ms, host_ms, fl
 
 @pytest.fixture
 def sim(monkeypatch):
-    from pytest_gpuperf import node_gap, timing
+    from pytest_gpuperf.measure import calibration, node_gap
     from sim_cuda import SimDevice
 
-    for cache in ("_FLUSH", "_SPIN", "_FRAME", "_FLUSH_MS"):  # per-device calibrations of earlier tests
-        monkeypatch.setattr(timing, cache, {})
+    monkeypatch.setattr(calibration, "_DEFAULT", calibration.Calibration())  # per-device calibrations of earlier tests
     monkeypatch.setattr(node_gap, "lookup", lambda index: node_gap.NodeGap())  # no CUPTI child for the sim
     # a ~370 µs flush: times scaled up ~10x from an H100 so that Python's own overhead stays negligible
     return SimDevice(l2_bytes=525 << 20, read_bytes_per_ms=3e9)
 
 
 def _run(sim, fn, prefer=None, cache="cold"):
-    from pytest_gpuperf import timing
+    from pytest_gpuperf.measure import cuda_timer as timing
 
     config = TimingConfig(cache=cache, budget_s=0.15, warmup_s=0.05, batch_s=0.01)
-    return timing._CudaTimer(fn, config, (), prefer, torch=sim.torch).run()
+    return timing.CudaTimer(fn, config, (), prefer, torch=sim.torch).run()
 
 
 def test_sim_a_call_whose_launch_the_flush_hides_is_timed_with_events(sim) -> None:
@@ -136,7 +137,7 @@ def test_sim_events_and_graphs_both_read_a_call_as_a_graph_replays_it(sim) -> No
 def test_sim_the_node_gap_of_the_cache_mode_is_subtracted_once_per_call(sim, monkeypatch, cache) -> None:
     """With the gap between graph nodes known (CUPTI's measurement, node_gap.py), both methods
     read the kernel alone, as a profiler does; the other cache mode's gap is not used."""
-    from pytest_gpuperf import node_gap
+    from pytest_gpuperf.measure import node_gap
 
     sim.event_ms, sim.event_latency_ms, sim.gap_ms, sim.graph_gap_ms = 0.013, 0.017, 0.01, 0.02
     gaps = {"cold": 0.02, "warm": 0.04} if cache == "cold" else {"cold": 0.04, "warm": 0.02}
@@ -162,10 +163,10 @@ def test_sim_events_samples_keep_the_device_busy_when_the_event_pair_is_slow_to_
 def test_sim_spins_are_sized_at_the_boost_clock_when_the_gpu_wakes_up_idle(sim) -> None:
     """Read once at an idle clock (a sixth of boost here), the spin rate made every later spin a
     sixth as long as meant, and calibration batches outran their spins."""
-    from pytest_gpuperf import timing
+    from pytest_gpuperf.measure import calibration
 
     sim.idle_clock, sim.idle_cycles = 1 / 6, 5e6
-    assert timing._spin_rate(sim.torch, 0) == pytest.approx(sim.SPIN_CYCLES_PER_MS, rel=0.05)
+    assert calibration.default().spin_rate(sim.torch, 0) == pytest.approx(sim.SPIN_CYCLES_PER_MS, rel=0.05)
 
 
 def test_sim_the_same_call_on_a_warm_cache_is_launch_bound(sim) -> None:
@@ -191,7 +192,7 @@ def test_sim_an_events_baseline_keeps_events_while_spins_can_cover_the_launch(si
 
 
 def test_sim_short_calls_are_timed_in_graphs(sim) -> None:
-    from pytest_gpuperf import timing
+    from pytest_gpuperf.measure import cuda_timer as timing
 
     m = _run(sim, sim.kernel(0.005))
     assert m.method == "graph" and m.calls_per_sample == timing.MAX_GRAPH_CALLS  # 2 ms would take 400
@@ -204,10 +205,10 @@ def test_sim_a_slow_host_during_calibration_does_not_make_a_short_call_look_long
     that batch as the call's GPU time, a ~6 µs attention forward on an H100 was judged a 60 µs
     call and timed with events at 59-86 µs. A stall can only lengthen a sample, so the fastest
     of them is the call's time."""
-    from pytest_gpuperf import timing
+    from pytest_gpuperf.measure import cuda_timer as timing
 
     slow = []
-    calibrate = timing._CudaTimer._gpu_ms
+    calibrate = timing.CudaTimer._gpu_ms
 
     def slow_host_while_calibrating(self, flush, host_ms):
         slow.append(True)
@@ -216,7 +217,7 @@ def test_sim_a_slow_host_during_calibration_does_not_make_a_short_call_look_long
         finally:
             slow.clear()
 
-    monkeypatch.setattr(timing._CudaTimer, "_gpu_ms", slow_host_while_calibrating)
+    monkeypatch.setattr(timing.CudaTimer, "_gpu_ms", slow_host_while_calibrating)
 
     def fn() -> None:
         sim.launch(0.005, host_ms=1.0 if slow else 0.05)  # a launch 0.6 ms slower than the flush
@@ -257,14 +258,14 @@ def test_sim_a_short_call_that_cannot_be_captured_is_timed_as_queued_calls(sim) 
 
 
 def test_sim_the_first_batch_of_samples_settles_the_device_and_is_not_counted(sim) -> None:
-    from pytest_gpuperf import timing
+    from pytest_gpuperf.measure import cuda_timer as timing
 
     state = {"sampling": False, "batches": 0}
 
     def fn() -> None:  # twice as slow in the first batch of the sampling phase, as a device settling
         sim.launch(0.5 if state["sampling"] and state["batches"] == 0 else 0.25)
 
-    timer = timing._CudaTimer(fn, TimingConfig(budget_s=0.15, warmup_s=0.05, batch_s=0.01), (), None,
+    timer = timing.CudaTimer(fn, TimingConfig(budget_s=0.15, warmup_s=0.05, batch_s=0.01), (), None,
                               torch=sim.torch)
     batch, sample = timer._batch, timer._sample
 
@@ -286,10 +287,10 @@ def test_sim_the_first_batch_of_samples_settles_the_device_and_is_not_counted(si
 def test_sim_warm_up_of_a_long_call_with_a_cheap_launch_waits_for_the_device(sim) -> None:
     """Warm-up is judged on the host clock, but must not queue more device work than it has seen
     done: a 20 ms call launched in 0.1 ms, waited for only every 64th call, warmed up for 1.3 s."""
-    from pytest_gpuperf import timing
+    from pytest_gpuperf.measure import cuda_timer as timing
 
     fn = sim.kernel(20.0, host_ms=0.1)
-    timer = timing._CudaTimer(fn, TimingConfig(warmup_s=0.05), (), None, torch=sim.torch)
+    timer = timing.CudaTimer(fn, TimingConfig(warmup_s=0.05), (), None, torch=sim.torch)
     started = time.perf_counter()
     timer._warmup()
     sim.synchronize()
@@ -298,10 +299,10 @@ def test_sim_warm_up_of_a_long_call_with_a_cheap_launch_waits_for_the_device(sim
 
 
 def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim) -> None:
-    from pytest_gpuperf import timing
+    from pytest_gpuperf.measure import cuda_timer as timing
 
     fn = sim.kernel(0.25, host_ms=0.05)
-    tight = timing._CudaTimer(fn, TimingConfig(precision=0.005, budget_s=5.0, warmup_s=0.02, batch_s=0.01),
+    tight = timing.CudaTimer(fn, TimingConfig(precision=0.005, budget_s=5.0, warmup_s=0.02, batch_s=0.01),
                               (), None, torch=sim.torch)
     started = time.perf_counter()
     m = tight.run()
@@ -310,7 +311,7 @@ def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim
 
 
 def test_version_note_says_what_changed_since_an_entrys_timing_version() -> None:
-    from pytest_gpuperf.timing import TIMING_VERSION, recorded_version, version_note
+    from pytest_gpuperf.core.versions import TIMING_VERSION, recorded_version, version_note
 
     assert recorded_version({}) == 1 and recorded_version({"timing": "2"}) == 2  # none recorded: 1
     assert recorded_version({"timing": "fast"}) is None
@@ -324,7 +325,7 @@ def test_version_note_says_what_changed_since_an_entrys_timing_version() -> None
 
 
 def test_a_timing_version_changes_only_the_methods_it_names(monkeypatch) -> None:
-    from pytest_gpuperf import timing
+    from pytest_gpuperf.core import versions as timing
 
     old, new = timing.TIMING_VERSION, timing.TIMING_VERSION + 1
     monkeypatch.setattr(timing, "TIMING_VERSION", new)

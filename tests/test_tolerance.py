@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_gpuperf.tolerance import TOLERANCES, assert_close  # noqa: E402
+from pytest_gpuperf.measure.tolerance import TOLERANCES, assert_close  # noqa: E402
 
 
 def test_bfloat16_rounding_of_the_reference_passes_by_default() -> None:

@@ -25,19 +25,13 @@ _THROTTLE_NAMES = {
 # card working as designed; it is recorded, not warned about.
 SEVERE_THROTTLE = frozenset({"hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"})
 
-# Sizes of the peak probes. A peak is the best rate over a few sizes, each measured the way tests
-# are (cold L2): a smaller copy finishes with some of its writes still in the L2 and reads faster
-# than a 1 GiB one, and a test must not read above "100% of peak" for that.
-_COPY_BYTES = {"cuda": (64 << 20, 256 << 20, 1 << 30), "cpu": (1 << 27,)}
-_MATMUL_N = {"cuda": (4096, 8192), "cpu": (1024,)}
-
 
 def slug(text: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 
 
-def _torch():
+def import_torch():
     import torch
 
     return torch
@@ -46,7 +40,7 @@ def _torch():
 def has_cuda() -> bool:
     """True when torch is importable and sees a CUDA device."""
     try:
-        return _torch().cuda.is_available()
+        return import_torch().cuda.is_available()
     except ImportError:
         return False
 
@@ -71,7 +65,7 @@ def _nvml_handle(index: int):
         pynvml.nvmlInit()
     except Exception:  # noqa: BLE001 - no NVML (no driver, no nvidia-ml-py): clocks stay unknown
         return None
-    torch = _torch()
+    torch = import_torch()
     uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
     for candidate in (f"GPU-{uuid}", f"MIG-{uuid}", uuid):
         try:
@@ -136,7 +130,7 @@ def describe(index: int | None = None) -> dict[str, Any]:
         name = _cpu_name()
         return {"key": slug(f"cpu-{platform.machine()}-{name}"), "name": name, "capability": None,
                 "sm_count": os.cpu_count(), "memory_gib": None, "peaks": {}}
-    torch = _torch()
+    torch = import_torch()
     index = torch.cuda.current_device() if index is None else index
     props = torch.cuda.get_device_properties(index)
     memory_gib = round(props.total_memory / 2**30, 1)
@@ -147,18 +141,18 @@ def describe(index: int | None = None) -> dict[str, Any]:
 
 def software_versions() -> dict[str, str | None]:
     """Versions that change what a kernel costs: torch, triton, CUDA, driver, Python, this plugin (how
-    a result was timed is recorded per result: timing.TIMING_VERSION)."""
+    a result was timed is recorded per result: core.versions.TIMING_VERSION)."""
     return dict(_software_versions())
 
 
 @functools.cache
 def _software_versions() -> dict[str, str | None]:
     """Read once per process: it imports triton and asks NVML, and the plugin needs it per test."""
-    from . import __version__
+    from .. import __version__
 
     versions: dict[str, str | None] = {"gpuperf": __version__, "python": platform.python_version()}
     try:
-        torch = _torch()
+        torch = import_torch()
         versions["torch"] = torch.__version__
         versions["cuda"] = torch.version.cuda
     except ImportError:
@@ -186,81 +180,3 @@ def peak_name(dtype_name: str) -> str:
     short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tf32": "tf32",
              "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}.get(dtype_name, dtype_name)
     return f"{short}_tflops"
-
-
-def measure_copy_gbps(config=None) -> float:
-    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written."""
-    from .timing import TimingConfig, measure
-
-    torch = _torch()
-    kind = "cuda" if has_cuda() else "cpu"
-    best = 0.0
-    for nbytes in _COPY_BYTES[kind]:
-        src = torch.randn(nbytes // 4, device=kind)
-        dst = torch.empty_like(src)
-        m = measure(lambda: dst.copy_(src), config or TimingConfig(budget_s=0.3), inputs=src)
-        best = max(best, 2 * nbytes / m.median_ms / 1e6)
-    return round(best, 1)
-
-
-def measure_matmul_tflops(dtype_name: str, config=None) -> float:
-    """Dense square matmul rate (TFLOP/s) through the framework's library for one dtype ('tf32' allowed)."""
-    from .timing import TimingConfig, measure
-
-    torch = _torch()
-    kind = "cuda" if has_cuda() else "cpu"
-    dtype = torch.float32 if dtype_name == "tf32" or kind == "cpu" else getattr(torch, dtype_name)
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
-    best = 0.0
-    try:
-        for n in _MATMUL_N[kind]:
-            a = torch.randn(n, n, device=kind).to(dtype)
-            b = torch.randn(n, n, device=kind).to(dtype)
-            m = measure(lambda: a @ b, config or TimingConfig(budget_s=0.3), inputs=a)
-            best = max(best, 2 * n**3 / m.median_ms / 1e9)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
-    return round(best, 1)
-
-
-def merged_peaks(*maps: dict | None) -> dict[str, float]:
-    """Peak maps combined key by key, later ones winning; None counts as empty (a baseline may hold
-    `peaks: null`, and a run that measured no peak must not drop the stored ones)."""
-    out: dict[str, float] = {}
-    for m in maps:
-        out.update(m or {})
-    return out
-
-
-class Peaks:
-    """Measured peaks of this device, measured on first use and kept in a cache dict (pytest's cache)."""
-
-    def __init__(self, store: dict[str, float] | None = None) -> None:
-        self.values: dict[str, float] = dict(store or {})
-
-    def copy_gbps(self) -> float:
-        if "copy_gbps" not in self.values:
-            self.values["copy_gbps"] = measure_copy_gbps()
-        return self.values["copy_gbps"]
-
-    def matmul_tflops(self, dtype_name: str) -> float:
-        name = peak_name(dtype_name)
-        if name not in self.values:
-            self.values[name] = measure_matmul_tflops(dtype_name)
-        return self.values[name]
-
-
-def current_device(measure_peaks: bool = False) -> dict[str, Any]:
-    """describe() of the current device, with copy and matmul peaks measured when asked (for `gpuperf device`)."""
-    info = describe()
-    if measure_peaks:
-        peaks = Peaks()
-        peaks.copy_gbps()
-        dtypes = ("bfloat16", "float16", "tf32", "float32") if has_cuda() else ("float32",)
-        for dtype_name in dtypes:
-            peaks.matmul_tflops(dtype_name)
-        info["peaks"] = peaks.values
-    clocks = read_clocks(_torch().cuda.current_device() if has_cuda() else None)
-    info["sm_clock_mhz"] = clocks.sm_clock_mhz
-    return info

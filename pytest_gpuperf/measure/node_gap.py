@@ -1,38 +1,30 @@
 """The gap a GPU leaves after a kernel before the next one starts, measured once per GPU with CUPTI.
 
-A sample reads a call as a CUDA graph replays it (timing.py): its kernels, plus the gap after its
-last kernel before the next call's first one starts. A profiler's kernel time (CUPTI's start and
-end stamps) leaves that gap out, and for a 1-2 µs kernel it is 10-30% of the time. The timer
-subtracts it once per call, so a call reads as a profiler shows it: from its first kernel's start
-to its last kernel's end (the gaps between a call's own kernels stay in).
-
-Only CUPTI tells a kernel from the gap after it, and once attached it stays attached: every later
-launch of the process costs twice the host time (on an H100), and a graph captured meanwhile has
-its nodes spaced out. So the gap is measured in a child process: the harness's own time per call
-of an empty kernel in a graph, less CUPTI's duration of that kernel, per cache mode (after an L2
-flush a graph's nodes start later, their launch parameters evicted with the data: on an H100 an
-empty kernel cost 0.32 µs per node beyond its CUPTI duration cold, 0.14 µs warm). It is kept in a
-JSON file in the user's cache directory, per GPU (by UUID: H100s differed), driver, torch version
-and timing version; `GPUPERF_NODE_GAP=0` turns the subtraction off.
+A sample reads a call as a graph replays it, its kernels plus the gap after its last one; the timer
+subtracts that gap once per call, so a call reads as a profiler shows it. CUPTI stays attached once
+used, so a child process measures it (node_gap_probe.py); the result is cached in a JSON file per
+GPU (by UUID), driver, torch and timing version. `GPUPERF_NODE_GAP=0` turns the subtraction off.
 """
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..core.files import atomic_write_text
+from ..core.records import CacheMode
+from ..core.versions import TIMING_VERSION
+from .device import software_versions
+
 DISABLE_ENV = "GPUPERF_NODE_GAP"
 CACHE_DIR_ENV = "GPUPERF_CACHE_DIR"
-# A child imports torch, initialises CUDA, times an empty kernel twice over and starts the first
-# profiling session of its process (5-6 s on an H100 host): ~15 s in all.
+#: A child takes ~15 s (torch import, CUDA init, two timings, the process's first profiling session).
 CHILD_TIMEOUT_S = 180.0
-# Measurements of the empty kernel per cache mode; their median counts.
-RUNS = 3
+#: The module a child runs (`python -m`) to measure the gap.
+PROBE_MODULE = "pytest_gpuperf.measure.node_gap_probe"
 
 
 @dataclass(frozen=True)
@@ -46,7 +38,7 @@ class NodeGap:
     problem: str | None = None
 
     def for_cache(self, cache: str) -> float:
-        return self.cold_ms if cache == "cold" else self.warm_ms
+        return self.cold_ms if cache == CacheMode.COLD.value else self.warm_ms
 
     def describe(self) -> str:
         """One line for the session header."""
@@ -67,9 +59,6 @@ def cache_path() -> Path:
 
 def _key(index: int) -> str:
     import torch
-
-    from .device import software_versions
-    from .timing import TIMING_VERSION
 
     props = torch.cuda.get_device_properties(index)
     sw = software_versions()
@@ -109,8 +98,6 @@ def _stored(stored: dict, key: str) -> NodeGap | None:
 def _cached_or_measured(index: int) -> NodeGap:
     from filelock import FileLock, Timeout
 
-    from .baseline import atomic_write_text  # baseline imports timing, which imports this module
-
     path, key = cache_path(), _key(index)
     lock = FileLock(str(path) + ".lock", timeout=CHILD_TIMEOUT_S + 30)
     try:
@@ -146,9 +133,9 @@ def _read(path: Path) -> dict:
 
 def _measure_in_child(index: int) -> NodeGap:
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding pytest_gpuperf
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "pytest_gpuperf.node_gap", str(index)]
+    cmd = [sys.executable, "-m", PROBE_MODULE, str(index)]
     try:
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -163,52 +150,3 @@ def _measure_in_child(index: int) -> NodeGap:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
         return NodeGap(problem=f"measuring it failed (`{' '.join(cmd[1:])}` exited {out.returncode}: {tail})")
     return gap
-
-
-def measure_gap(index: int) -> NodeGap:
-    """In this process (the child): the harness's time per call of an empty kernel timed in a graph,
-    cold and warm, less CUPTI's duration of that kernel in a graph captured before profiling."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    from .profile import device_events
-    from .timing import MAX_GRAPH_CALLS, TimingConfig, measure
-
-    torch.cuda.set_device(index)
-    probe = torch.empty(1, device="cuda")  # tells measure() that the work is on this GPU
-
-    def empty() -> None:
-        torch.cuda._sleep(0)
-
-    per_call = {}
-    for cache in ("cold", "warm"):
-        runs = [measure(empty, TimingConfig(cache=cache, budget_s=0.2), inputs=probe, prefer="graph")
-                for _ in range(RUNS)]
-        per_call[cache] = statistics.median(m.median_ms for m in runs)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(MAX_GRAPH_CALLS):
-            empty()
-    graph.replay()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(20):
-            graph.replay()
-        torch.cuda.synchronize()
-    durations = [e.time_range.elapsed_us() for e in device_events(prof)]
-    if len(durations) < MAX_GRAPH_CALLS:
-        return NodeGap(problem=f"the profiler saw {len(durations)} kernels of {20 * MAX_GRAPH_CALLS}")
-    kernel_ms = statistics.median(durations) / 1e3
-    return NodeGap(cold_ms=max(per_call["cold"] - kernel_ms, 0.0), warm_ms=max(per_call["warm"] - kernel_ms, 0.0),
-                   kernel_us=round(kernel_ms * 1e3, 4), measured_at=time.strftime("%Y-%m-%d %H:%M"))
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m pytest_gpuperf.node_gap [DEVICE]`: measure and print the gap as one JSON line."""
-    args = sys.argv[1:] if argv is None else argv
-    os.environ[DISABLE_ENV] = "0"  # this process's timer must not subtract a gap it is measuring
-    print(json.dumps(asdict(measure_gap(int(args[0]) if args else 0))))
-
-
-if __name__ == "__main__":
-    main()

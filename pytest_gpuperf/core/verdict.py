@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent
+
 T = TypeVar("T")
 
 # ---- tunables: the lead measures the gate's false-alarm and detection rates on the GPU and may tune these
@@ -70,22 +72,11 @@ def parse_threshold(text) -> float:
     """'5%' -> 0.05, '0.05' -> 0.05, '12.5%' -> 0.125 (numbers are accepted as fractions).
 
     ValueError for anything that is not a number, negative, or >= 100%."""
-    if isinstance(text, bool):
-        raise ValueError(f"threshold {text!r} is not a number; write it like '5%' or '0.05'")
-    if isinstance(text, (int, float)):
-        value, shown = float(text), repr(text)
-    else:
-        shown = repr(text)
-        s = str(text).strip()
-        percent = s.endswith("%")
-        if percent:
-            s = s[:-1].strip()
-        try:
-            value = float(s)
-        except ValueError:
-            raise ValueError(f"threshold {shown} is not a number; write it like '5%' or '0.05'") from None
-        if percent:
-            value /= 100.0
+    shown = repr(text)
+    try:
+        value = parse_percent(text)
+    except ValueError:
+        raise ValueError(f"threshold {shown} is not a number; write it like '5%' or '0.05'") from None
     if not math.isfinite(value):
         raise ValueError(f"threshold {shown} is not a finite number; write it like '5%' or '0.05'")
     if value < 0:
@@ -109,14 +100,6 @@ class Verdict:
     message: str
     #: the part of noise_bound that no re-measurement of `now` can shrink (see fixed_bound)
     fixed_bound: float | None = None
-
-
-def as_number(x) -> float | None:
-    """x as a finite float, or None for anything else (None, bools, strings, NaN, inf)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
 
 
 def relative_halfwidth(record: dict) -> float:
@@ -156,35 +139,6 @@ def noise_bound(base: dict, now: dict) -> float:
     return math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + _floors(base, now)
 
 
-def fmt_ms(ms: float | None) -> str:
-    """A time in ms in human units: 6.47 µs, 248.3 µs, 1.986 ms, 2.31 s."""
-    if ms is None:
-        return "-"
-    us = ms * 1000.0
-    if us < 10:
-        return f"{us:.2f} µs"
-    if us < 1000:
-        return f"{us:.1f} µs"
-    if ms < 1000:
-        return f"{ms:.3f} ms"
-    return f"{ms / 1000:.2f} s"
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Bytes in binary units with 3 significant digits: 512 B, 12.0 MiB, 1.50 GiB."""
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            x = n / size
-            return f"{x:.2f} {unit}" if abs(x) < 10 else f"{x:.1f} {unit}" if abs(x) < 100 else f"{x:.0f} {unit}"
-    return f"{int(n)} B"
-
-
-def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%".replace("-0.0%", "+0.0%")
-
-
 def _judge_memory(base: dict, now: dict, threshold: float) -> tuple[str, float | None, str]:
     b = as_number(base.get("peak_memory_bytes"))
     n = as_number(now.get("peak_memory_bytes"))
@@ -198,7 +152,7 @@ def _judge_memory(base: dict, now: dict, threshold: float) -> tuple[str, float |
         verdict = "faster"
     else:
         verdict = "same"
-    shown = _pct(change) if change is not None else f"{fmt_bytes(n - b)}"
+    shown = fmt_change(change) if change is not None else f"{fmt_bytes(n - b)}"
     text = f"peak memory {fmt_bytes(b)} -> {fmt_bytes(n)} ({shown})"
     if verdict != "same":
         text += f": {'grew' if verdict == 'slower' else 'shrank'} by more than {threshold * 100:.3g}% and 1 MiB"
@@ -245,7 +199,7 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
     learned = drift(base, now)
     of_which = f", of which {learned * 100:.1f}% this test's drift between recordings" if learned else ""
     parts = [
-        f"{time}: baseline {fmt_ms(base_ms)}, now {fmt_ms(now_ms)}, change {_pct(change)}"
+        f"{time}: baseline {fmt_ms(base_ms)}, now {fmt_ms(now_ms)}, change {fmt_change(change)}"
         f" (threshold {threshold * 100:.3g}%, noise ±{bound * 100:.1f}%{of_which})"
     ]
     if time == "unsure":

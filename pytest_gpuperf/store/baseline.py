@@ -25,56 +25,31 @@ import datetime as _dt
 import math
 import os
 import statistics
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .timing import recorded_version, timing_epoch
+from ..core import records
+from ..core.files import atomic_write_text, file_mode
+from ..core.versions import recorded_version, timing_epoch
 
 SCHEMA_VERSION = 1
 
-#: Keys kept per entry (everything else in a result record, e.g. the per-sample "data", stays out of
-#: the YAML). "ci_ms" lets the comparison use the measured confidence interval of the baseline's
-#: median rather than a normal approximation; "group" keeps the marker's group for `gpuperf show`;
-#: "throttle" records the NVML throttle reasons seen while measuring.
-ENTRY_KEYS = (
-    "median_ms",
-    "mean_ms",
-    "min_ms",
-    "stddev_ms",
-    "noise",
-    "ci_ms",
-    "samples",
-    "gbps",
-    "tflops",
-    "pct_of_peak",
-    "bound",
-    "peak_memory_bytes",
-    "method",
-    "cache",
-    "timing",
-    "sm_clock_mhz",
-    "throttle",
-    "group",
-    "drift",
-)
+#: Keys kept per entry, in the YAML's order (a result's other keys, e.g. its samples, stay out).
+ENTRY_KEYS = records.ENTRY_KEYS
 
 #: Seconds to wait for another writer's lock before giving up with a clear message.
 LOCK_TIMEOUT_S = 120.0
 
-_FLOAT_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms", "noise", "gbps", "tflops", "pct_of_peak", "drift")
-_TIME_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms")  # scale with the median
-_RATE_KEYS = ("gbps", "tflops", "pct_of_peak")  # scale with 1 / median
-_INT_KEYS = ("samples", "peak_memory_bytes", "sm_clock_mhz")
+_FLOAT_KEYS = records.ENTRY_FLOAT_KEYS
+_TIME_KEYS = records.ENTRY_TIME_KEYS  # scale with the median
+_RATE_KEYS = records.ENTRY_RATE_KEYS  # scale with 1 / median
+_INT_KEYS = records.ENTRY_INT_KEYS
 _SIGNIFICANT_DIGITS = 6  # plenty for timings whose noise is >= 0.1%; keeps the YAML diff-friendly
-#: Largest range of medians (largest / smallest - 1) that :func:`combine` takes for drift. Recordings
-#: merged are of the same code, so their differences are run-to-run noise, however large: between two
-#: H100 leases, µs-scale kernels whose Inductor or Triton autotuning picked differently moved by
-#: 26-52%. A factor of two or more is a broken recording (one H100 entry read 462 µs for 20 µs).
-#: A test with a large drift is judged `unsure` rather than gated: its noise hides a 5% change.
+#: Largest range of medians (largest / smallest - 1) that :func:`combine` takes for drift: merged
+#: recordings are of the same code, but a factor of two or more is a broken recording.
 MAX_DRIFT = 1.0
 
 
@@ -178,7 +153,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
     """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
 
     Per test, the recordings measured the way the newest one was (timing method and cache mode) are
-    combined: the entry takes the median of the medians of those timed alike (timing.timing_epoch),
+    combined: the entry takes the median of the medians of those timed alike (versions.timing_epoch),
     and `drift` becomes their range (largest / smallest - 1), or the drift an input of that method and cache
     already carried if that is larger: drift is the largest run-to-run spread seen for the test, and
     only a merge of fresh recordings lowers it.
@@ -384,40 +359,6 @@ def _dump(device: dict, software: dict, recorded_at: str, entries: dict[str, dic
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=200)
 
 
-def _file_mode(path: Path) -> int:
-    try:
-        return path.stat().st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
-    """Write `text` through a temp file in the same directory, fsync and rename: a reader (or a crash)
-    sees the old file or the new one, never half of one. `mode` defaults to 0o666 less the umask."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if mode is None:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, keep_others: bool = True) -> Baseline:
     """Merge ``entries`` (test id -> entry) into the baseline at ``path`` and write it atomically.
 
@@ -463,7 +404,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
             merged.update(entries)
             recorded_at = _utc_now()
             text = _dump(device, software, recorded_at, merged)
-            atomic_write_text(path, text, _file_mode(path))
+            atomic_write_text(path, text, file_mode(path))
     except Timeout:
         raise BaselineError(
             f"{path}: timed out after {LOCK_TIMEOUT_S:.0f} s waiting for the lock {path}.lock; if no other "

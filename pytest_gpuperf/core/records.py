@@ -1,0 +1,176 @@
+"""The records every layer passes around: one measured result, one stored baseline entry.
+
+Records cross process boundaries (pytest-xdist's user_properties, YAML, JSON) as plain dicts; these
+dataclasses are the one definition of their keys and types, converted at those edges.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+
+class CacheMode(enum.Enum):
+    """The L2's state when a sample starts."""
+
+    COLD = "cold"  # flushed before each sample
+    WARM = "warm"  # left as the previous sample left it
+
+
+class Method(enum.Enum):
+    """How a result's samples were taken."""
+
+    EVENTS = "events"  # CUDA events around each call
+    GRAPH = "graph"  # CUDA events around a graph replay of several calls
+    QUEUED = "queued"  # several eager calls queued behind a GPU spin (capture failed)
+    DEVICE_SYNC = "device-sync"  # events plus a device-wide synchronize (work on other streams)
+    CPU = "cpu"  # host clock, no CUDA in use
+    HOST_SYNC = "host-sync"  # host clock around a device synchronize (CUDA work, no CUDA tensors seen)
+
+
+def _json(position: int, **meta: Any) -> dict:
+    """Field metadata: the key is written to pytest-benchmark's extra_info, at this position."""
+    return {"json": position, **meta}
+
+
+@dataclass
+class Result:
+    """One test's measurement as the plugin records it (the keys of `gpu_benchmark.stats`)."""
+
+    nodeid: str
+    name: str
+    param: str
+    group: str
+    median_ms: float
+    mean_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    stddev_ms: float | None = None
+    q1_ms: float | None = None
+    q3_ms: float | None = None
+    noise: float | None = field(default=None, metadata=_json(7))
+    ci_ms: list[float] | None = field(default=None, metadata=_json(8))
+    samples: int = 1
+    gbps: float | None = field(default=None, metadata=_json(0))
+    tflops: float | None = field(default=None, metadata=_json(1))
+    pct_of_peak: float | None = field(default=None, metadata=_json(2))
+    bytes: int | None = field(default=None, metadata=_json(3))
+    flops: int | None = field(default=None, metadata=_json(4))
+    bound: str | None = field(default=None, metadata=_json(5))  # "memory" or "compute": the nearer roofline
+    peak_memory_bytes: int | None = field(default=None, metadata=_json(6))
+    method: str | None = field(default=None, metadata=_json(9))  # a Method value
+    calls_per_sample: int = field(default=1, metadata=_json(10))
+    cache: str | None = field(default=None, metadata=_json(11))  # a CacheMode value, or "n/a" on the host
+    timing: int | None = field(default=None, metadata=_json(12))  # versions.TIMING_VERSION
+    node_gap_ms: float = field(default=0.0, metadata=_json(13))
+    sm_clock_mhz: int | None = field(default=None, metadata=_json(14))
+    throttle: list[str] = field(default_factory=list, metadata=_json(15))
+    warnings: list[str] = field(default_factory=list, metadata=_json(25))
+    wall_s: float = field(default=0.0, metadata=_json(26))
+    measured_s: float = field(default=0.0, metadata=_json(27))
+    data: list[float] = field(default_factory=list)  # the samples, ms per call
+    # set once the gate has run
+    remeasured: int = field(default=0, metadata=_json(24))
+    first_call_s: float = field(default=0.0, metadata=_json(28))
+    threshold: float | None = field(default=None, metadata=_json(22))
+    baseline: dict | None = None  # the stored entry compared against
+    # set only when the result was judged (absent otherwise)
+    verdict: str | None = field(default=None, metadata=_json(16, judged=True))
+    memory_verdict: str | None = field(default=None, metadata=_json(17, judged=True))
+    change: float | None = field(default=None, metadata=_json(18, judged=True))
+    memory_change: float | None = field(default=None, metadata=_json(19, judged=True))
+    noise_bound: float | None = field(default=None, metadata=_json(20, judged=True))
+    fixed_bound: float | None = field(default=None, metadata=_json(21, judged=True))
+    message: str | None = field(default=None, metadata=_json(23, judged=True))
+    regression: bool | None = field(default=None, metadata={"judged": True})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain record (the judged keys only when a verdict was reached)."""
+        judged = self.verdict is not None
+        return {f.name: getattr(self, f.name) for f in fields(self) if judged or not f.metadata.get("judged")}
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> "Result":
+        """A Result from a plain record; unknown keys are ignored, missing ones take their defaults."""
+        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+
+
+#: Keys of a result copied into pytest-benchmark's extra_info in the results JSON.
+JSON_EXTRA_KEYS = tuple(f.name for f in sorted((f for f in fields(Result) if "json" in f.metadata),
+                                                key=lambda f: f.metadata["json"]))
+
+
+@dataclass
+class Entry:
+    """One test's stored baseline entry (a subset of Result, plus the run-to-run drift that merging
+    recordings learns). Field order is the YAML's key order."""
+
+    median_ms: float
+    mean_ms: float | None = None
+    min_ms: float | None = None
+    stddev_ms: float | None = None
+    noise: float | None = None
+    ci_ms: list[float] | None = None  # the median's 95% CI, so a comparison uses the measured interval
+    samples: int | None = None
+    gbps: float | None = None
+    tflops: float | None = None
+    pct_of_peak: float | None = None
+    bound: str | None = None
+    peak_memory_bytes: int | None = None
+    method: str | None = None
+    cache: str | None = None
+    timing: int | str | None = None
+    sm_clock_mhz: int | None = None
+    throttle: list[str] | None = None  # NVML throttle reasons seen while measuring
+    group: str | None = None  # the marker's group, for `gpuperf show`
+    drift: float | None = None  # range of the medians `gpuperf merge` combined (largest / smallest - 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The YAML mapping: every field but an unset drift."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if out["drift"] is None:
+            del out["drift"]
+        return out
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> "Entry":
+        """An Entry from a stored mapping or a result record (other keys are ignored)."""
+        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+
+
+def _keys_typed(cls: type, *annotations: str) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls) if f.type in annotations)
+
+
+#: Stored keys, in the YAML's order.
+ENTRY_KEYS = tuple(f.name for f in fields(Entry))
+#: Stored keys that hold a non-negative float (or null), and those that hold a whole number.
+ENTRY_FLOAT_KEYS = _keys_typed(Entry, "float", "float | None")
+ENTRY_INT_KEYS = _keys_typed(Entry, "int | None")
+#: Stored keys that scale with the median (times) and inversely with it (rates).
+ENTRY_TIME_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms")
+ENTRY_RATE_KEYS = ("gbps", "tflops", "pct_of_peak")
+
+
+def required_keys(cls: type) -> tuple[str, ...]:
+    """The fields of a record class without a default."""
+    return tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)
+
+
+def nodeid_name(nodeid: str) -> str:
+    """'path::test_x[p]' -> 'test_x': the test function's name in a pytest node id."""
+    return nodeid.split("::")[-1].split("[", 1)[0]
+
+
+def nodeid_param(nodeid: str) -> str:
+    """'path::test_x[p]' -> 'p': the parametrization id in a pytest node id ('' for none)."""
+    last = nodeid.split("::")[-1]
+    if "[" in last and last.endswith("]"):
+        return last[last.index("[") + 1:-1]
+    return ""
+
+
+def record_group(record: dict[str, Any]) -> str:
+    """The report group of a result record or entry: the group its test declared (marker `group`),
+    else the test's name."""
+    return str(record.get("group") or record.get("name") or nodeid_name(record.get("nodeid", "")))

@@ -1,0 +1,348 @@
+"""One CUDA measurement: warm-up and calibration, the choice of method (events, graph, queued,
+device-sync), then batches of samples until the stop rule holds. docs/measurement.md explains the rules."""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any, Callable
+
+from ..core.records import CacheMode, Method
+from . import calibration as calibration_mod
+from .calibration import Calibration, gc_paused, low, pad_ms
+from .device import SEVERE_THROTTLE, read_clocks
+from .measurement import CaptureFailure, Measurement, TimingConfig, should_stop, tensor_bytes
+
+#: Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs and a launch
+#: costs several µs.
+GRAPH_BELOW_MS = 0.02
+#: A call whose host enqueue time exceeds this share of a sample's GPU time cannot keep the GPU busy.
+LAUNCH_BOUND_RATIO = 0.5
+#: ... unless its baseline was timed with events: then events are kept up to a whole sample's GPU
+#: time, so the method does not flip with the host's speed near the boundary.
+PREFERRED_EVENTS_RATIO = 1.0
+#: GPU time a CUDA-graph replay aims for: long enough for events to resolve 0.1% ...
+GRAPH_REPLAY_MS = 2.0
+#: ... in at most this many calls: a GPU can space out the kernels of longer graphs.
+MAX_GRAPH_CALLS = 50
+#: Work left on other streams after the measured stream finished beyond which the stream alone is
+#: not timed (absolute, and as a share of the call): a host probe can be stretched by ~0.1 ms.
+PENDING_TOLERANCE_MS = 0.2
+PENDING_FRACTION = 0.25
+#: Samples over which a batch's host queuing time is taken (longer batches fill the launch queue).
+QUEUE_PROBE = 32
+#: Samples of each kind in the frame calibration.
+FRAME_SAMPLES = 100
+#: GPU time of the spin timed in a frame: a few µs, so a clock below boost lengthens it by little.
+FRAME_SPIN_MS = 0.005
+#: Spins in the smaller of the frame calibration's two graphs (the larger has twice as many).
+FRAME_GRAPH_SPINS = 20
+
+
+def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | None = None) -> bool:
+    """Time in a CUDA graph? Yes when events can't resolve the call or the host cannot stay ahead of a
+    whole sample's GPU time (the L2 flush included); a preferred method (the baseline's) wins where
+    it can measure the call honestly."""
+    if prefer == Method.GRAPH.value:
+        return True
+    if prefer == Method.EVENTS.value:
+        return host_ms > PREFERRED_EVENTS_RATIO * (gpu_ms + flush_ms)
+    return host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) or gpu_ms < GRAPH_BELOW_MS
+
+
+
+class CudaTimer:
+    """One CUDA measurement: warm-up and calibration, method choice, then batches of samples."""
+
+    def __init__(self, fn: Callable[[], Any], config: TimingConfig, inputs: Any, prefer: str | None,
+                 torch: Any = None, calibration: Calibration | None = None) -> None:
+        if torch is None:  # tests pass a simulated device (tests/sim_cuda.py)
+            import torch
+
+        self.torch = torch
+        self.cal = calibration if calibration is not None else calibration_mod.default()
+        self.fn = fn
+        self.config = config
+        self.inputs = inputs
+        self.prefer = prefer
+        self.index = torch.cuda.current_device()
+        self.warnings: list[str] = []
+        self.clocks: list[int] = []
+        self.throttle: set[str] = set()
+        self.long_call = False
+
+    # -- calibration -------------------------------------------------------------------------
+    def _event(self):
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def _warmup(self) -> float:
+        """Call fn until the warm-up time is spent (clocks, caches, allocator); return its host enqueue ms.
+
+        Sets `self.long_call` (over 10 ms a call: fewer calibration calls). The host waits for the
+        device after calls 1, 2, 4, ... 64 and every 64th after, so warm-up lasts at most about twice
+        its time however long a call is."""
+        host: list[float] = []
+        started = time.perf_counter()
+        deadline = started + self.config.warmup_s
+        while len(host) < 2 or (time.perf_counter() < deadline and len(host) < 10_000):
+            t = time.perf_counter()
+            self.fn()
+            host.append(time.perf_counter() - t)
+            n = len(host)
+            if n & (n - 1) == 0 or n % 64 == 0:  # a full launch queue would also inflate host times
+                self.torch.cuda.synchronize()
+        self.torch.cuda.synchronize()
+        self.long_call = (time.perf_counter() - started) / len(host) > 0.01
+        # A stall can only lengthen a launch, so a low quantile of the warm calls (the first one
+        # compiles) is its cost; a median of two calls made one descheduled call a 12 ms launch.
+        warm = sorted(host[1:])
+        return warm[len(warm) // 4] * 1e3
+
+    def _pending_ms(self) -> float:
+        """Time the device stays busy after the measured stream finished one call (other streams' work).
+
+        Read on the GPU's clock (the shortest of a few probes: a host stall only lengthens one) and on
+        the host's clock around the synchronize (their median); each can only err long, so the
+        smaller counts. Work really left on another stream keeps both long."""
+        torch = self.torch
+        gpu = math.inf
+        host: list[float] = []
+        for _ in range(2 if self.long_call else 5):
+            torch.cuda.synchronize()
+            end, after = self._event(), self._event()
+            self.fn()
+            end.record()
+            end.synchronize()
+            t = time.perf_counter()
+            torch.cuda.synchronize()
+            host.append((time.perf_counter() - t) * 1e3)
+            after.record()
+            after.synchronize()
+            gpu = min(gpu, end.elapsed_time(after))
+        return min(gpu, statistics.median(host))
+
+    def _peak_memory(self) -> tuple[Any, int]:
+        """One call's result and its peak memory: inputs plus everything allocated during the call (the
+        garbage collector held off, so earlier tests' garbage freed meanwhile cannot lower the peak)."""
+        torch = self.torch
+        torch.cuda.synchronize()
+        with gc_paused():
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            value = self.fn()
+            torch.cuda.synchronize()
+        return value, torch.cuda.max_memory_allocated() - before + tensor_bytes(self.inputs)
+
+    # -- sampling ----------------------------------------------------------------------------
+    def _pad(self, host_ms: float) -> None:
+        """Busy the GPU long enough for the host to queue what follows, so no launch gap is timed."""
+        self.torch.cuda._sleep(int(pad_ms(host_ms) * self.cal.spin_rate(self.torch, self.index)))
+
+    def _read_clocks(self) -> None:
+        state = read_clocks(self.index)
+        if state.sm_clock_mhz:
+            self.clocks.append(state.sm_clock_mhz)
+        self.throttle.update(state.throttle)
+
+    def _batch(self, body: Callable[[], None], n: int, host_ms: float, flush, sync: bool,
+               each_ms: float = 0.0, stamps: list[float] | None = None) -> list[float]:
+        """n samples of [flush][start][body][end] queued behind a spin; raw event times in ms.
+
+        `host_ms`: host time to queue one sample (the head spin covers two). `each_ms` > 0: a spin
+        before every sample covering that much host time, where queuing a sample takes the host
+        longer than the device needs to run one: a spin at the head of the batch would be eaten
+        after a few samples, and the device would idle between the rest. `stamps`, if given,
+        receives the host clock as each of the first QUEUE_PROBE samples starts to be queued."""
+        torch = self.torch
+        events = [(self._event(), self._event()) for _ in range(n)]
+        with gc_paused():
+            self._pad(host_ms * 2)
+            for i, (begin, end) in enumerate(events):
+                if stamps is not None and i < QUEUE_PROBE:  # later, a full launch queue would time
+                    stamps.append(time.perf_counter())  # the device
+                if each_ms > 0:
+                    self._pad(each_ms)
+                if flush is not None:
+                    flush()
+                begin.record()
+                body()
+                if sync:
+                    torch.cuda.synchronize()
+                end.record()
+            torch.cuda.synchronize()
+        return [b.elapsed_time(e) for b, e in events]
+
+    def _frame(self, flush) -> tuple[float, float]:
+        """(GPU ms a sample's frame adds to the call in it, host ms to queue a frame: the flush and the
+        event pair), taken the way samples are, once per device and cache mode.
+
+        The GPU cost is T1 - R: T1 a frame around one short spin, R what that spin costs in a stream,
+        from CUDA graphs of k and 2k spins back to back ((frame(2k) - frame(k)) / k), all alternating
+        in one batch. An event sample then reads the call as a graph replay does. Outside
+        [empty pair, T1] the cost cannot be right, and the empty pair's stands in. The host cost
+        decides, with the call's own launches, whether one spin per batch keeps the device busy."""
+        key = (self.index, flush is not None)
+        if key not in self.cal.frames:
+            torch = self.torch
+            if flush is not None:  # its first call loads the reduction kernel: not a sample's cost
+                flush()
+                torch.cuda.synchronize()
+            cycles = int(FRAME_SPIN_MS * self.cal.spin_rate(torch, self.index))
+
+            def spin() -> None:
+                torch.cuda._sleep(cycles)
+
+            # The head spin covers the whole batch's enqueue, and a batch stays well inside the launch
+            # queue, or frames would read host gaps.
+            stamps: list[float] = []
+            empty = low(self._batch(lambda: None, FRAME_SAMPLES, FRAME_SAMPLES * 0.05, flush, sync=False,
+                                    stamps=stamps))
+            graphs = [self._capture(spin, FRAME_GRAPH_SPINS), self._capture(spin, 2 * FRAME_GRAPH_SPINS)]
+            if any(isinstance(g, CaptureFailure) for g in graphs):
+                cost, problem = empty, "failed: a spin could not be captured in a CUDA graph"
+            else:
+                bodies = [spin, graphs[0].replay, graphs[1].replay]
+                kinds = iter(range(3 * FRAME_SAMPLES))
+                raw = self._batch(lambda: bodies[next(kinds) % 3](), 3 * FRAME_SAMPLES, 3 * FRAME_SAMPLES * 0.05,
+                                  flush, sync=False)
+                one, k_spins, two_k_spins = low(raw[0::3]), low(raw[1::3]), low(raw[2::3])
+                cost = one - (two_k_spins - k_spins) / FRAME_GRAPH_SPINS
+                problem = None if empty <= cost <= one else (
+                    f"out of range (one spin {one * 1e3:.2f} µs, {FRAME_GRAPH_SPINS} and {2 * FRAME_GRAPH_SPINS} "
+                    f"in graphs {k_spins * 1e3:.2f} and {two_k_spins * 1e3:.2f} µs, empty {empty * 1e3:.2f} µs)")
+            if problem:
+                cost = empty
+                self.warnings.append(f"frame calibration {problem}: only the empty event pair's cost is subtracted")
+            gaps = [b - a for a, b in zip(stamps, stamps[1:])]  # a stall inflates one sample, not all
+            self.cal.frames[key] = (cost, statistics.median(gaps) * 1e3)
+        return self.cal.frames[key]
+
+    def _timer_overhead_ms(self, flush) -> float:
+        return self._frame(flush)[0]
+
+    def _flush_ms(self, flush) -> float:
+        """GPU time of one L2 flush, measured once per device: what a cold sample adds ahead of the call."""
+        if flush is None:
+            return 0.0
+        if self.index not in self.cal.flush_ms:
+            raw = self._batch(flush, 5, 0.05, None, sync=False)
+            self.cal.flush_ms[self.index] = max(low(raw) - self._timer_overhead_ms(None), 0.0)
+        return self.cal.flush_ms[self.index]
+
+    def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, flush,
+                sync: bool, each_ms: float = 0.0, gap_ms: float = 0.0) -> tuple[list[float], list[float]]:
+        """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call,
+        less `gap_ms` per call (the gap a graph node leaves behind the call's last kernel)."""
+        overhead = self._timer_overhead_ms(flush)
+        flush_ms = self._flush_ms(flush)
+        spin_ms = pad_ms(each_ms) if each_ms > 0 else 0.0
+        per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + spin_ms + 0.005))))
+        samples: list[float] = []
+        batch_medians: list[float] = []
+        self._batch(body, per_batch, host_ms, flush, sync, each_ms)  # settling (module docstring)
+        started = time.perf_counter()
+        while not should_stop(samples, batch_medians, self.config, started):
+            raw = self._batch(body, per_batch, host_ms, flush, sync, each_ms)
+            batch = [max((t - overhead) / divisor - gap_ms, 0.0) for t in raw]
+            samples.extend(batch)
+            batch_medians.append(statistics.median(batch))
+            self._read_clocks()
+        return samples, batch_medians
+
+    def _capture(self, fn: Callable[[], Any], calls: int) -> Any:
+        """`calls` calls of fn captured in one CUDA graph, or the CaptureFailure that stopped it."""
+        torch = self.torch
+        caller = torch.cuda.current_stream()
+        side = torch.cuda.Stream()
+        side.wait_stream(caller)
+        graph = None
+        try:
+            with torch.cuda.stream(side):
+                fn()
+            caller.wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            # On the caller's stream where it may capture, so work fn puts on its caller's stream (a
+            # backward on its forward's stream) is captured in line rather than through cross-stream edges.
+            with torch.cuda.graph(graph, stream=None if caller == torch.cuda.default_stream() else caller):
+                for _ in range(calls):
+                    fn()
+        except Exception as exc:  # noqa: BLE001 - not capturable (syncs, CPU work, RNG): the caller falls back
+            cause = exc
+            while cause.__context__ is not None:  # capture_end's "invalidated" follows the real cause
+                cause = cause.__context__
+            lines = str(cause).strip().splitlines()
+            failure = CaptureFailure(type(cause).__name__, lines[0][:200] if lines else "")
+        else:
+            return graph
+        # Undo what the failed capture left: restore the caller's stream, free the graph (no exception
+        # kept: its frames hold it), and end a capture so torch's CUDA RNG is reset (or the next
+        # torch.randn raises "Offset increment outside graph capture encountered unexpectedly").
+        torch.cuda.set_stream(caller)
+        del graph
+        torch.cuda.synchronize()
+        scratch = torch.zeros(1, device=f"cuda:{self.index}")
+        scratch.add_(1)  # loaded before the capture
+        clean = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(clean):
+            scratch.add_(1)
+        return failure
+
+    def _gpu_ms(self, flush, host_ms: float) -> float:
+        """GPU time of one call with the queue kept full, so launch gaps don't count (calibration)."""
+        n = 3 if self.long_call else 9
+        raw = self._batch(self.fn, n, max(0.5, n * host_ms / 2), flush, sync=False)  # the spin covers all n
+        return max(low(raw) - self._timer_overhead_ms(flush), 1e-4)
+
+    def run(self) -> Measurement:
+        # Before the warm-up: the first lookup in a process may measure the gap in a child process.
+        gap_ms = self.cal.node_gap(self.index).for_cache(self.config.cache)
+        call_host_ms = self._warmup()
+        pending = self._pending_ms()
+        value, peak = self._peak_memory()
+        flush = self.cal.flush(self.torch, self.index) if self.config.cache == CacheMode.COLD.value else None
+        host_ms = call_host_ms + self._frame(flush)[1]  # to queue one sample: the call and its frame
+        gpu_ms = self._gpu_ms(flush, host_ms)
+        flush_ms = self._flush_ms(flush)
+        self._read_clocks()
+        if pending > max(PENDING_TOLERANCE_MS, PENDING_FRACTION * gpu_ms):
+            self.warnings.append(
+                f"work was still running {pending:.3f} ms after the measured stream finished: the callable "
+                "uses other streams; each sample waits for the whole device (times include a synchronize)")
+            method, calls = Method.DEVICE_SYNC.value, 1
+            samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
+            gap_ms = 0.0  # a synchronize per sample: the gap is the least of what a sample adds
+        elif launch_bound(gpu_ms, call_host_ms, flush_ms, self.prefer):
+            calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
+            graph = self._capture(self.fn, calls)
+            if not isinstance(graph, CaptureFailure):
+                method = Method.GRAPH.value
+                samples, batches = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, flush, sync=False,
+                                                gap_ms=gap_ms)
+            else:
+                self.warnings.append(f"CUDA graph capture failed ({graph}); timed queued eager calls")
+                method = Method.QUEUED.value
+                calls = max(1, min(calls, math.floor(40.0 / max(call_host_ms, 1e-3))))
+
+                def body() -> None:
+                    for _ in range(calls):
+                        self.fn()
+
+                queue_ms = host_ms + call_host_ms * (calls - 1)
+                samples, batches = self._sample(body, queue_ms, gpu_ms * calls, calls, flush, sync=False,
+                                                each_ms=queue_ms, gap_ms=gap_ms)
+        else:
+            method, calls = Method.EVENTS.value, 1
+            # Where the host barely keeps up, each sample gets a spin of the host's deficit (and a
+            # little more), so the device never idles between samples.
+            each_ms = (max(host_ms - gpu_ms - flush_ms, 0.0) + 0.001
+                       if host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) else 0.0)
+            samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False, each_ms=each_ms,
+                                            gap_ms=gap_ms)
+        severe = sorted(self.throttle & SEVERE_THROTTLE)
+        if severe:
+            self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
+        return Measurement(
+            samples, method, calls, self.config.cache, batches, value=value, peak_memory_bytes=peak,
+            node_gap_ms=gap_ms, sm_clock_mhz=int(statistics.median(self.clocks)) if self.clocks else None,
+            throttle=sorted(self.throttle), warnings=self.warnings,
+        )

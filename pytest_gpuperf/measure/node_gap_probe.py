@@ -1,0 +1,67 @@
+"""The child process that measures the graph node gap (node_gap.py): `python -m
+pytest_gpuperf.measure.node_gap_probe [DEVICE]` prints it as one JSON line. CUPTI stays attached to
+a process once used, so this runs apart from the tests."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict
+
+from .cuda_timer import MAX_GRAPH_CALLS
+from .node_gap import DISABLE_ENV, NodeGap
+from .profile import device_events
+from .timer import TimingConfig, measure
+
+#: Measurements of the empty kernel per cache mode; their median counts.
+RUNS = 3
+#: Graph replays profiled for CUPTI's duration of the empty kernel.
+PROFILED_REPLAYS = 20
+
+
+def measure_gap(index: int) -> NodeGap:
+    """In this process (the child): the harness's time per call of an empty kernel timed in a graph,
+    cold and warm, less CUPTI's duration of that kernel in a graph captured before profiling."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.set_device(index)
+    probe = torch.empty(1, device="cuda")  # tells measure() that the work is on this GPU
+
+    def empty() -> None:
+        torch.cuda._sleep(0)
+
+    per_call = {}
+    for cache in ("cold", "warm"):
+        runs = [measure(empty, TimingConfig(cache=cache, budget_s=0.2), inputs=probe, prefer="graph")
+                for _ in range(RUNS)]
+        per_call[cache] = statistics.median(m.median_ms for m in runs)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(MAX_GRAPH_CALLS):
+            empty()
+    graph.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(PROFILED_REPLAYS):
+            graph.replay()
+        torch.cuda.synchronize()
+    durations = [e.time_range.elapsed_us() for e in device_events(prof)]
+    if len(durations) < MAX_GRAPH_CALLS:
+        return NodeGap(problem=f"the profiler saw {len(durations)} kernels of {PROFILED_REPLAYS * MAX_GRAPH_CALLS}")
+    kernel_ms = statistics.median(durations) / 1e3
+    return NodeGap(cold_ms=max(per_call["cold"] - kernel_ms, 0.0), warm_ms=max(per_call["warm"] - kernel_ms, 0.0),
+                   kernel_us=round(kernel_ms * 1e3, 4), measured_at=time.strftime("%Y-%m-%d %H:%M"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m pytest_gpuperf.measure.node_gap_probe [DEVICE]`: measure and print the gap as one JSON line."""
+    args = sys.argv[1:] if argv is None else argv
+    os.environ[DISABLE_ENV] = "0"  # this process's timer must not subtract a gap it is measuring
+    print(json.dumps(asdict(measure_gap(int(args[0]) if args else 0))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""The fixtures: `gpu_benchmark` (measure a call and judge it against the baseline), `gpu_profile`
+and `gpu_assert_close`."""
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from ..core import verdict as verdict_mod
+from ..core.records import Method, Result
+from ..core.versions import TIMING_VERSION
+from ..measure.device import has_cuda
+from ..measure.measurement import Measurement, iter_tensors
+from ..measure.timer import measure
+from ..measure.tolerance import is_nonnegative_number
+from .options import marker_threshold
+from .session import ITEM_RECORD, STATE, GpuPerf
+
+
+def _float_dtype(args: Any) -> str | None:
+    """Name of the precision that bounds a call's arithmetic: the first floating tensor's dtype,
+    'tf32' for float32 when torch may use tf32 matmuls."""
+    for t in iter_tensors(args):
+        if t.is_floating_point():
+            name = str(t.dtype).removeprefix("torch.")
+            if name == "float32" and t.is_cuda:
+                import torch
+
+                if torch.backends.cuda.matmul.allow_tf32:
+                    return "tf32"
+            return name
+    return None
+
+
+class GpuBenchmark:
+    """Call it like the function it measures: `out = gpu_benchmark(fn, *args, bytes=..., flops=...)`."""
+
+    def __init__(self, perf: GpuPerf, item: pytest.Item) -> None:
+        self._perf = perf
+        self._item = item
+        self.stats: dict[str, Any] | None = None
+        self.measurement: Measurement | None = None
+        self._called = False
+
+    def __call__(self, fn: Callable[..., Any], *args: Any, bytes: int | None = None, flops: int | None = None,
+                 **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        for label, value in (("bytes", bytes), ("flops", flops)):
+            if value is not None and not is_nonnegative_number(value):
+                raise ValueError(f"gpu_benchmark in {self._item.nodeid}: {label}={value!r} must be a number >= 0")
+        if self._called:
+            raise RuntimeError(f"gpu_benchmark was already called in {self._item.nodeid}; "
+                               "call it once per test (parametrize for more cases)")
+        self._called = True
+        call = functools.partial(fn, *args, **kwargs)
+        with _oom_is_skip(self._item.nodeid):
+            if not self._perf.settings.enabled:
+                return call()
+            record, measurement = self._measure(call, (args, kwargs), bytes, flops)
+        self.stats = record
+        self.measurement = measurement
+        self._item.stash[ITEM_RECORD] = record
+        for warning in measurement.warnings:
+            self._item.warn(pytest.PytestWarning(f"gpuperf: {warning}"))
+        value, measurement.value = measurement.value, None  # the test owns the result; don't pin it
+        return value
+
+    def _measure(self, call: Callable[[], Any], inputs: Any, nbytes: int | None,
+                 flops: int | None) -> tuple[dict, Measurement]:
+        perf, settings = self._perf, self._perf.settings
+        threshold = self._threshold()
+        base = None
+        if settings.compare and perf.baseline is not None:
+            base = perf.baseline.entries.get(self._item.nodeid)
+        totals = {"wall_s": 0.0, "measured_s": 0.0, "first_call_s": 0.0}  # all attempts: the test's cost
+
+        def run() -> tuple[dict, Measurement]:
+            measurement = measure(call, settings.timing, inputs=inputs, prefer=(base or {}).get("method"),
+                                  calibration=perf.calibration)
+            for key in totals:
+                totals[key] += getattr(measurement, key)
+            return self._record(measurement, inputs, nbytes, flops), measurement
+
+        record, measurement, verdict, attempt = verdict_mod.remeasure_while_suspect(
+            base, run, threshold, settings.retries, judging=settings.compare,
+            runs=verdict_mod.recording_runs(settings.retries) if settings.save else 1)
+        result = Result.from_dict(record)
+        result.remeasured = attempt
+        result.wall_s, result.measured_s, result.first_call_s = totals["wall_s"], totals["measured_s"], \
+            totals["first_call_s"]
+        result.threshold = threshold
+        result.baseline = base
+        if verdict is not None:
+            result.verdict, result.memory_verdict = verdict.time, verdict.memory
+            result.change, result.memory_change = verdict.change, verdict.memory_change
+            result.noise_bound, result.fixed_bound = verdict.noise_bound, verdict.fixed_bound
+            result.message = verdict.message
+            result.regression = verdict_mod.is_regression(verdict)
+        perf.store_peaks()
+        return result.to_dict(), measurement
+
+    def _threshold(self) -> float:
+        return marker_threshold(self._item, self._perf.settings.threshold)
+
+    def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None) -> dict[str, Any]:
+        s = m.stats
+        seconds = s.median_ms / 1e3
+        # plain ints: numpy scalars (np.prod(shape) * 4) can't cross to an xdist controller
+        nbytes = None if nbytes is None else int(nbytes)
+        flops = None if flops is None else int(flops)
+        gbps = nbytes / seconds / 1e9 if nbytes and seconds > 0 else None
+        tflops = flops / seconds / 1e12 if flops and seconds > 0 else None
+        pct = bound = None
+        if m.method != Method.CPU.value or not has_cuda():
+            fractions = {}
+            if gbps is not None:
+                fractions["memory"] = gbps / self._perf.peaks.copy_gbps()
+            dtype = _float_dtype(inputs) if tflops is not None else None
+            if dtype is not None:
+                fractions["compute"] = tflops / self._perf.peaks.matmul_tflops(dtype)
+            if fractions:
+                bound = max(fractions, key=fractions.get)  # the roofline side the call is nearer to
+                pct = 100 * fractions[bound]
+        item = self._item
+        marker = item.get_closest_marker("gpuperf")
+        name = getattr(item, "originalname", item.name)
+        return Result(
+            nodeid=item.nodeid, name=name, param=item.callspec.id if hasattr(item, "callspec") else "",
+            group=(marker.kwargs.get("group") if marker else None) or name,
+            median_ms=s.median_ms, mean_ms=s.mean_ms, min_ms=s.min_ms, max_ms=s.max_ms, stddev_ms=s.stddev_ms,
+            q1_ms=s.q1_ms, q3_ms=s.q3_ms, noise=s.noise, ci_ms=list(s.ci_ms), samples=s.samples,
+            gbps=gbps, tflops=tflops, pct_of_peak=pct, bytes=nbytes, flops=flops, bound=bound,
+            peak_memory_bytes=m.peak_memory_bytes, method=m.method, calls_per_sample=m.calls_per_sample,
+            cache=m.cache, timing=TIMING_VERSION, node_gap_ms=m.node_gap_ms, sm_clock_mhz=m.sm_clock_mhz,
+            throttle=m.throttle, warnings=m.warnings, wall_s=m.wall_s, measured_s=m.measured_s, data=m.samples_ms,
+        ).to_dict()
+
+
+class _oom_is_skip:
+    """Turn a CUDA out-of-memory error into a skip that names the test and the allocation."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        torch = sys.modules.get("torch")
+        if exc is None or torch is None or not isinstance(exc, torch.cuda.OutOfMemoryError):
+            return False
+        torch.cuda.empty_cache()
+        pytest.skip(f"CUDA out of memory in {self.nodeid}: {str(exc).splitlines()[0]}")
+        return True  # pragma: no cover - pytest.skip raises
+
+
+@pytest.fixture
+def gpu_benchmark(request: pytest.FixtureRequest) -> GpuBenchmark:
+    """Measure a GPU call (warm-up, CUDA events or graphs, L2 flush, adaptive samples) under --gpuperf;
+    otherwise call it once. Returns the call's result; `.stats` holds the measurement."""
+    return GpuBenchmark(request.config.stash[STATE], request.node)
+
+
+@pytest.fixture
+def gpu_profile(request: pytest.FixtureRequest):
+    """`gpu_profile(fn, *args, **kwargs)` -> Profile of one warm call (kernels, launches, CUDA time)."""
+    from ..measure.profile import Profile, capture
+
+    perf: GpuPerf = request.config.stash[STATE]
+    exported: list[Path] = []
+
+    def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Profile:
+        if not has_cuda():
+            pytest.skip("gpu_profile needs a CUDA device; none is visible")
+        prof = capture(functools.partial(fn, *args, **kwargs))
+        if perf.settings.trace_dir is not None:
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")
+            suffix = f"-{len(exported) + 1}" if exported else ""
+            exported.append(prof.export_chrome_trace(perf.settings.trace_dir / f"{stem}{suffix}.json"))
+        return prof
+
+    return run
+
+
+@pytest.fixture
+def gpu_assert_close():
+    """`gpu_assert_close(actual, expected, *, rtol=None, atol=None, precision=None)` with per-dtype defaults."""
+    from ..measure.tolerance import assert_close
+
+    return assert_close

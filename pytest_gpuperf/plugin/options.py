@@ -1,0 +1,159 @@
+"""The plugin's command-line options and ini keys, validated into one Settings per session, and the
+@pytest.mark.gpuperf marker's arguments."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from ..core.records import CacheMode
+from ..core.verdict import parse_threshold
+from ..measure.timer import TimingConfig
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the gpuperf options and ini keys (pytest_addoption)."""
+    group = parser.getgroup("gpuperf", "GPU performance measurement and regression gate (pytest-gpuperf)")
+    group.addoption("--gpuperf", action="store_true",
+                    help="measure every gpu_benchmark call (otherwise each runs once, as a correctness test)")
+    group.addoption("--gpuperf-baseline-dir", metavar="DIR",
+                    help="directory of <device-key>.yaml baselines (default: ini gpuperf_baseline_dir, 'baselines')")
+    group.addoption("--gpuperf-save", action="store_true",
+                    help="merge this run's measurements into this device's baseline file")
+    group.addoption("--gpuperf-no-compare", action="store_true",
+                    help="measure but do not compare with the stored baseline")
+    group.addoption("--gpuperf-threshold", metavar="PCT",
+                    help="slowdown that counts as a regression, e.g. 5%% (default: ini gpuperf_threshold, 5%%)")
+    group.addoption("--gpuperf-json", metavar="PATH", help="write results in pytest-benchmark's JSON format")
+    group.addoption("--gpuperf-markdown", metavar="PATH", help="write the summary table as Markdown")
+    group.addoption("--gpuperf-plot", metavar="DIR", help="write PNG plots (per kernel, baseline vs now)")
+    group.addoption("--gpuperf-trace-dir", metavar="DIR", help="write a chrome trace for every gpu_profile call")
+    group.addoption("--gpuperf-cache", metavar="cold|warm",
+                    help="flush the L2 before each sample (cold, default) or not (warm)")
+    group.addoption("--gpuperf-device", metavar="N", help="CUDA device index (under xdist: worker k uses k %% count)")
+    group.addoption("--gpuperf-precision", metavar="PCT",
+                    help="stop sampling once the median's 95%% CI is within this (default 0.5%%)")
+    group.addoption("--gpuperf-budget", metavar="SECONDS",
+                    help="sampling time budget per measurement (default 1.0)")
+    parser.addini("gpuperf_baseline_dir", "directory of <device-key>.yaml baselines", default="baselines")
+    parser.addini("gpuperf_threshold", "slowdown that counts as a regression", default="5%")
+    parser.addini("gpuperf_cache", "cold or warm L2 between samples", default="cold")
+    parser.addini("gpuperf_precision", "target precision of the median (95% CI half-width)", default="0.5%")
+    parser.addini("gpuperf_budget", "sampling time budget per measurement, seconds", default="1.0")
+    parser.addini("gpuperf_retries",
+                  "re-measurements of a suspect result before it fails (a recording takes 1 + this many runs)",
+                  default="2")
+
+
+def _setting(config: pytest.Config, option: str | None, ini: str) -> tuple[str, str]:
+    """(value, where it came from) for a setting with an ini key and maybe a command-line option."""
+    value = config.getoption(option) if option else None
+    if value is not None:
+        return str(value), "--" + option.replace("_", "-")
+    return str(config.getini(ini)), f"ini key {ini}"
+
+
+def _parse(config: pytest.Config, option: str | None, ini: str, parse: Callable[[str], Any]) -> Any:
+    text, where = _setting(config, option, ini)
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise ValueError(f"{text!r} must be greater than 0")
+    return value
+
+
+
+
+def _cache_mode(text: str) -> str:
+    try:
+        return CacheMode(text).value
+    except ValueError:
+        raise ValueError(f"{text!r} is not a cache mode; use cold or warm") from None
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError(f"{text!r} is not a non-negative whole number")
+    return int(text)
+
+
+@dataclass
+class Settings:
+    """Validated options of one session."""
+
+    enabled: bool
+    threshold: float
+    timing: TimingConfig
+    retries: int
+    baseline_dir: Path
+    save: bool
+    compare: bool
+    json_path: Path | None
+    markdown_path: Path | None
+    plot_dir: Path | None
+    trace_dir: Path | None
+    device_index: int | None
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> "Settings":
+        for option in ("gpuperf_json", "gpuperf_markdown"):  # files, written at the end: say so now
+            value = config.getoption(option)
+            if value is not None and Path(value).is_dir():
+                raise pytest.UsageError(f"--{option.replace('_', '-')}: {value} is a directory; give a file path")
+        root = config.rootpath
+        base_text, _ = _setting(config, "gpuperf_baseline_dir", "gpuperf_baseline_dir")
+        device = config.getoption("gpuperf_device")
+        if device is not None and not str(device).isdigit():
+            raise pytest.UsageError(f"--gpuperf-device: {device!r} is not a device index (0, 1, ...)")
+        budget = _parse(config, "gpuperf_budget", "gpuperf_budget", _positive_float)
+        path = lambda opt: None if config.getoption(opt) is None else Path(config.getoption(opt))  # noqa: E731
+        return cls(
+            enabled=bool(config.getoption("gpuperf")),
+            threshold=_parse(config, "gpuperf_threshold", "gpuperf_threshold", parse_threshold),
+            timing=TimingConfig(
+                cache=_parse(config, "gpuperf_cache", "gpuperf_cache", _cache_mode),
+                precision=_parse(config, "gpuperf_precision", "gpuperf_precision", parse_threshold),
+                budget_s=budget,
+                batch_s=min(TimingConfig.batch_s, budget / 10),  # a small budget still sees several batches
+            ),
+            retries=_parse(config, None, "gpuperf_retries", _count),
+            baseline_dir=root / base_text,
+            save=bool(config.getoption("gpuperf_save")),
+            compare=not config.getoption("gpuperf_no_compare"),
+            json_path=path("gpuperf_json"),
+            markdown_path=path("gpuperf_markdown"),
+            plot_dir=path("gpuperf_plot"),
+            trace_dir=path("gpuperf_trace_dir"),
+            device_index=None if device is None else int(device),
+        )
+
+
+MARKER_KEYS = ("threshold", "group")
+
+
+def marker_threshold(item: pytest.Item, default: float) -> float:
+    """The test's @pytest.mark.gpuperf(threshold=...) or the session's threshold; anything else in the
+    marker (a misspelt keyword, a positional value) is a usage error rather than a silent default."""
+    marker = item.get_closest_marker("gpuperf")
+    if marker and (marker.args or set(marker.kwargs) - set(MARKER_KEYS)):
+        given = [repr(a) for a in marker.args] + [f"{k}=" for k in marker.kwargs if k not in MARKER_KEYS]
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.gpuperf takes only threshold= and group=, "
+                                f"got {', '.join(given)}")
+    value = marker.kwargs.get("threshold") if marker else None
+    if value is None:
+        return default
+    try:
+        return parse_threshold(str(value))
+    except ValueError as exc:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.gpuperf(threshold=...): {exc}") from None

@@ -1,0 +1,270 @@
+"""The session object: everything one pytest process knows about a run (settings, device, peaks,
+calibration, baseline, results), and the hooks that collect results and write the outputs.
+
+Results travel to the controller as plain records in `report.user_properties`, which is how
+pytest-xdist workers' results reach one summary, one JSON file and one baseline.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..core.versions import version_note
+from ..measure import calibration, node_gap
+from ..measure.device import describe, has_cuda, read_clocks, software_versions
+from ..measure.peaks import Peaks, merged_peaks
+from ..store import baseline as baseline_mod
+from .options import Settings, marker_threshold
+
+RECORD = "gpuperf"  # user_properties key of a test's result record
+STATE = pytest.StashKey["GpuPerf"]()
+ITEM_RECORD = pytest.StashKey[dict]()
+MARKER_ERROR = pytest.StashKey[str]()
+
+
+class GpuPerf:
+    """Everything one pytest process knows about the run: settings, device, peaks, baseline, results."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.is_worker = hasattr(config, "workerinput")
+        self.results: dict[str, dict] = {}
+        self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._t0 = time.perf_counter()
+        self._peaks: Peaks | None = None
+        self._stored_peaks: dict[str, float] = {}
+        self.collected: set[str] = set()
+        self.saved: int | None = None
+        self.write_error: str | None = None
+        self.device: dict[str, Any] = {}
+        self.baseline: baseline_mod.Baseline | None = None
+        # The process's default calibration, so direct measure() calls in tests share it.
+        self.calibration = calibration.default()
+        self._test_streams: dict[Any, Any] = {}  # device -> the stream timed tests run on (see pytest_runtest_call)
+        if settings.enabled:
+            self._select_device()
+            self.device = describe()
+            self.baseline = self._load_baseline()
+
+    def _select_device(self) -> None:
+        if not has_cuda():
+            return
+        import torch
+
+        count = torch.cuda.device_count()
+        index = self.settings.device_index
+        if index is None and self.is_worker:
+            workers = int(self.config.workerinput.get("workercount", 1))
+            if workers > count:
+                raise pytest.UsageError(f"--gpuperf with -n {workers}: only {count} GPU(s) visible; workers sharing "
+                                        f"a GPU would time each other's work (use -n {count} or fewer)")
+            index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
+        if index is not None:
+            if index >= count:
+                raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
+            torch.cuda.set_device(index)
+
+    def stale_entries(self) -> list[str]:
+        """Baseline entries timed with a version whose reading of their method this gpuperf's has
+        changed since (none recorded: version 1): comparisons against them see that change too."""
+        if self.baseline is None:
+            return []
+        return sorted(name for name, e in self.baseline.entries.items() if version_note(e))
+
+    @property
+    def baseline_path(self) -> Path:
+        return baseline_mod.baseline_path(self.settings.baseline_dir, self.device["key"])
+
+    def _load_baseline(self) -> baseline_mod.Baseline | None:
+        try:
+            return baseline_mod.load(self.baseline_path, self.device["key"])
+        except baseline_mod.BaselineError as exc:
+            raise pytest.UsageError(f"gpuperf: {exc}") from None
+
+    @property
+    def peaks(self) -> Peaks:
+        """Measured peaks, kept in pytest's cache per device and torch version so runs share them."""
+        if self._peaks is None:
+            cache = getattr(self.config, "cache", None)
+            self._stored_peaks = dict(cache.get(self._peaks_key(), {})) if cache is not None else {}
+            self._peaks = Peaks(self._stored_peaks, calibration=self.calibration)
+        return self._peaks
+
+    def _peaks_key(self) -> str:
+        return f"gpuperf/peaks/{self.device['key']}/{software_versions().get('torch')}"
+
+    def store_peaks(self) -> None:
+        """Write newly measured peaks to pytest's cache (once per new peak, not once per test)."""
+        cache = getattr(self.config, "cache", None)
+        if self._peaks is not None and cache is not None and self._peaks.values != self._stored_peaks:
+            cache.set(self._peaks_key(), self._peaks.values)
+            self._stored_peaks = dict(self._peaks.values)
+
+    # -- hooks of the registered session object -------------------------------------------
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if not self.settings.enabled:
+            return ["gpuperf: off (gpu_benchmark calls run once as correctness tests; --gpuperf to measure)"]
+        d, sw, s = self.device, software_versions(), self.settings
+        index = _current_index()
+        clock = read_clocks(index).sm_clock_mhz
+        base = self.baseline
+        stale = len(self.stale_entries())
+        stored = (f"{self.baseline_path} ({len(base.entries)} entries"
+                  + (f", {stale} measured with another timing version" if stale else "") + ")"
+                  if base else f"none yet at {self.baseline_path}")
+        arch = f", sm_{d['capability'].replace('.', '')}, {d['sm_count']} SMs" if d.get("capability") else ""
+        return [
+            f"gpuperf: {d['name']} [{d['key']}]{arch}" + (f", SM clock {clock} MHz" if clock else "")
+            + f"; torch {sw.get('torch')}, triton {sw.get('triton')}, CUDA {sw.get('cuda')}, driver {sw.get('driver')}",
+            f"gpuperf: cache={s.timing.cache}, threshold={s.threshold:.1%}, precision={s.timing.precision:.2%}, "
+            f"budget={s.timing.budget_s:g}s; baseline: {stored}" + ("" if s.compare else " (not compared)"),
+        ] + ([f"gpuperf: {self._node_gap_line(config, index)}"] if index is not None else [])
+
+    @staticmethod
+    def _node_gap_line(config: pytest.Config, index: int) -> str:
+        """The header's node-gap line; a session that only collects does not measure the gap."""
+        if not config.option.collectonly:
+            return node_gap.lookup(index).describe()
+        gap = node_gap.known(index)
+        return gap.describe() if gap else ("graph node gap: not measured yet on this GPU (a ~15 s CUPTI "
+                                           "measurement before the first test is timed)")
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collect result records (from this process or, under xdist, from the workers)."""
+        if report.when == "call":
+            self.collected.add(report.nodeid)  # an xdist controller collects nothing itself
+            for key, value in report.user_properties:
+                if key == RECORD:
+                    self.results[report.nodeid] = value
+
+    @pytest.hookimpl(trylast=True)  # after -k/-m deselection: only the tests that will run
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """A bad @pytest.mark.gpuperf marker is a usage error up front, with or without --gpuperf. An
+        xdist worker cannot stop the session that way (the controller reports an internal error
+        that names nothing), so there the test itself fails with the message.
+
+        Under --gpuperf, tests that use gpu_profile run after all the others (in their own order):
+        torch.profiler leaves CUPTI attached to the process, which slows every later launch."""
+        for item in items:
+            try:
+                marker_threshold(item, self.settings.threshold)
+            except pytest.UsageError as exc:
+                if not self.is_worker:
+                    raise
+                item.stash[MARKER_ERROR] = str(exc)  # fails the test in setup
+        if self.settings.enabled:
+            timed: list[pytest.Item] = []
+            profiled: list[pytest.Item] = []
+            for item in items:
+                (profiled if "gpu_profile" in getattr(item, "fixturenames", ()) else timed).append(item)
+            items[:] = timed + profiled
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        """Run a timed test's body on a CUDA stream of its own, not the legacy default stream, which no
+        CUDA graph can capture work from (a backward runs on its forward's stream). The streams wait
+        for each other before and after, for fixtures' inputs and for teardown."""
+        torch = sys.modules.get("torch")
+        if not (self.settings.enabled and "gpu_benchmark" in getattr(item, "fixturenames", ())
+                and torch is not None and has_cuda()):
+            yield
+            return
+        default = torch.cuda.current_stream()
+        if default.device not in self._test_streams:
+            self._test_streams[default.device] = torch.cuda.Stream(default.device)
+        stream = self._test_streams[default.device]
+        stream.wait_stream(default)
+        with torch.cuda.stream(stream):
+            yield
+        default.wait_stream(stream)
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if MARKER_ERROR in item.stash:
+            pytest.fail(item.stash[MARKER_ERROR], pytrace=False)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = {item.nodeid for item in session.items}
+
+    def missing(self) -> list[str]:
+        """Baseline entries of tests collected in this session that produced no measurement."""
+        if self.baseline is None or not self.settings.compare:
+            return []
+        return sorted(k for k in self.baseline.entries if k in self.collected and k not in self.results)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.is_worker or not self.settings.enabled:
+            return
+        from ..report.markdown import write_markdown
+        from ..report.plots import write_plots
+        from ..store.results import write_json
+
+        results = list(self.results.values())
+        s = self.settings
+        sw = software_versions()
+        stored = self.baseline.device.get("peaks") if self.baseline else None
+        device = dict(self.device, peaks=merged_peaks(stored, self.peaks.values))
+        errors = []
+
+        def save() -> None:
+            entries = {r["nodeid"]: baseline_mod.entry_from_result(r) for r in results
+                       if r.get("body_passed") and r["median_ms"] > 0}
+            baseline_mod.save(self.baseline_path, device, sw, entries)
+            self.saved = len(entries)
+
+        outputs = [(s.save and results, save),
+                   (s.json_path, lambda: write_json(s.json_path, results, device, sw, self.started_at)),
+                   (s.markdown_path, lambda: write_markdown(s.markdown_path, results, device, sw)),
+                   (s.plot_dir, lambda: write_plots(s.plot_dir, results, self.baseline, device=device))]
+        for wanted, write in outputs:
+            if not wanted:
+                continue
+            try:
+                write()
+            except ImportError as exc:
+                errors.append(f"{exc} (plots need matplotlib: pip install 'pytest-gpuperf[plot]')")
+            except (baseline_mod.BaselineError, OSError, ValueError) as exc:
+                errors.append(str(exc))
+        if errors:
+            self.write_error = "; ".join(errors)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        if self.is_worker or not self.settings.enabled:
+            return
+        from ..report.rows import time_line
+        from ..report.table import terminal_lines
+
+        tr = terminalreporter
+        results = list(self.results.values())
+        if results:
+            tr.write_sep("=", "gpuperf results")
+            for line in terminal_lines(results, self.device, width=config.get_terminal_writer().fullwidth):
+                tr.write_line(line)
+        missing = self.missing()
+        if missing:
+            tr.write_line(f"gpuperf: {len(missing)} baseline entries collected but not measured (missing): "
+                          + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
+        if results:
+            tr.write_line(time_line(results, time.perf_counter() - self._t0))
+        regressions = [r for r in results if r.get("regression")]
+        if regressions:
+            tr.write_line(f"gpuperf: {len(regressions)} regression(s) against {self.baseline_path}",
+                          red=True, bold=True)
+        if self.write_error:
+            tr.write_line(f"gpuperf: could not write results: {self.write_error}", red=True, bold=True)
+        elif self.saved is not None:
+            tr.write_line(f"gpuperf: saved {self.saved} entries to {self.baseline_path}")
+
+
+def _current_index() -> int | None:
+    if not has_cuda():
+        return None
+    import torch
+
+    return torch.cuda.current_device()

@@ -1,0 +1,1 @@
+"""Reporting: the terminal tables, Markdown and PNG plots. Imports core and store."""

@@ -1,0 +1,70 @@
+"""The summary as GitHub-flavoured Markdown (a CI step summary)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.files import atomic_write_text
+from ..core.verdict import DEFAULT_THRESHOLD, judge
+from .rows import COLUMNS, cells_of, grouped, kept_columns, peaks_text, summary_counts
+
+_MD_VERDICT = {
+    "slower": "🔴 **slower**",
+    "faster": "🟢 faster",
+    "same": "⚪ same",
+    "unsure": "🟡 unsure",
+    "new": "🆕 new",
+    "missing": "⚫ missing",
+}
+
+
+def _md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(results: list[dict], device: dict, software: dict) -> str:
+    """The summary as GitHub-flavoured Markdown (a CI step summary): one table per group."""
+    out = [f"## pytest-gpuperf: {_md_escape((device or {}).get('name') or (device or {}).get('key') or 'unknown device')}",
+           ""]
+    info = []
+    if device:
+        info.append(f"device key `{device.get('key')}`")
+        peaks = peaks_text(device.get("peaks"))
+        if peaks:
+            info.append("peaks: " + peaks)
+    for k, v in (software or {}).items():
+        if v:
+            info.append(f"{k} {v}")
+    if info:
+        out += [_md_escape(" · ".join(info)), ""]
+    out += [f"**{summary_counts(results)}**", ""]
+    regressions = [r for r in results if r.get("verdict") == "slower" or r.get("memory_verdict") == "slower"]
+    if regressions:
+        out.append("### Regressions")
+        out.append("")
+        for r in regressions:
+            msg = r.get("message") or ""
+            if not msg and isinstance(r.get("baseline"), dict):
+                msg = judge(r["baseline"], r, float(r.get("threshold") or DEFAULT_THRESHOLD)).message
+            out.append(f"- `{_md_escape(r.get('nodeid', ''))}`: {_md_escape(msg or r.get('verdict'))}")
+        out.append("")
+    keep = kept_columns(cells_of(r) for r in results)
+    for group, rows in grouped(results):
+        out.append(f"### {_md_escape(group)}")
+        out.append("")
+        out.append("| param | " + " | ".join(COLUMNS[k][0] for k in keep) + " | verdict |")
+        out.append("| :-- | " + "--: | " * len(keep) + ":-- |")
+        for r in rows:
+            cells = [cells_of(r)[k] for k in keep]
+            verdict = _MD_VERDICT.get(r.get("verdict") or "", r.get("verdict") or "")
+            mem = r.get("memory_verdict")
+            if mem in ("slower", "faster"):
+                verdict += f" (peak memory {'**grew**' if mem == 'slower' else 'shrank'})"
+            label = r.get("param") or r.get("name") or ""
+            out.append("| " + " | ".join([f"`{_md_escape(label)}`"] + [_md_escape(c) for c in cells]
+                                         + [verdict]) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def write_markdown(path: Path, results: list[dict], device: dict, software: dict) -> None:
+    atomic_write_text(Path(path), markdown(results, device, software))

@@ -1,0 +1,177 @@
+"""What the report's tables and plots share: grouping and ordering of result records, cells, and
+summary lines. Records group by what tests declare: the marker's `group`, else the test's name."""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from ..core.records import nodeid_name, nodeid_param, record_group
+from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate
+
+__all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "device_line", "fmt_change", "fmt_mem", "fmt_pct",
+           "fmt_rate", "grouped", "kept_columns", "middle_truncate", "natural_key", "nodeid_name",
+           "nodeid_param", "param_width", "peaks_text", "record_group", "row_key", "series_and_case", "summary_counts",
+           "time_line", "verdict_text"]
+
+
+def fmt_mem(x: Any) -> str:
+    x = as_number(x)
+    return "-" if x is None else fmt_bytes(x)
+
+
+def middle_truncate(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return text[:width]
+    keep = width - 1
+    head = (keep + 1) // 2
+    tail = keep - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
+def natural_key(text: str) -> list:
+    return [(0, int(tok), "") if tok.isdigit() else (1, 0, tok) for tok in re.split(r"(\d+)", text) if tok]
+
+
+
+def series_and_case(param: str) -> tuple[str, str] | None:
+    """The one place that reads meaning into a parametrization id: pytest joins the ids of stacked
+    parametrize decorators with '-'; the first is taken as the series (an implementation) and the
+    rest as the case ('triton-float32-16M' -> ('triton', 'float32-16M')). None for a one-part id."""
+    parts = str(param or "").split("-")
+    return (parts[0], "-".join(parts[1:])) if len(parts) >= 2 else None
+
+
+def row_key(param: str):
+    """Sort rows so that the series (implementations) of one case are adjacent."""
+    split = series_and_case(param)
+    if split is not None:
+        return (natural_key(split[1]), natural_key(split[0]))
+    return (natural_key(param or ""), [])
+
+
+def grouped(results: Iterable[dict]) -> list[tuple[str, list[dict]]]:
+    groups: dict[str, list[dict]] = {}
+    for r in results:
+        groups.setdefault(record_group(r), []).append(r)
+    return [(g, sorted(rows, key=lambda r: row_key(r.get("param") or ""))) for g, rows in
+            sorted(groups.items(), key=lambda kv: natural_key(kv[0]))]
+
+
+def verdict_text(r: dict) -> str:
+    v = r.get("verdict") or ""
+    mem = r.get("memory_verdict")
+    if mem in ("slower", "faster"):
+        v = (v + ", " if v else "") + ("more memory" if mem == "slower" else "less memory")
+    return v
+
+
+def _unresolvable(r: dict) -> bool:
+    """An unsure result that no re-measurement could resolve: its floors and drift exceed the threshold."""
+    fixed, threshold = as_number(r.get("fixed_bound")), as_number(r.get("threshold"))
+    return fixed is not None and threshold is not None and fixed > threshold
+
+
+def summary_counts(results: list[dict]) -> str:
+    counts: dict[str, int] = {}
+    for r in results:
+        v = r.get("verdict")
+        if v:
+            counts[v] = counts.get(v, 0) + 1
+    mem_slower = sum(1 for r in results if r.get("memory_verdict") == "slower")
+    measured = sum(1 for r in results if r.get("verdict") != "missing")
+    text = f"{measured} measured"
+    order = ("slower", "unsure", "faster", "same", "new", "missing")
+    parts = [f"{counts[v]} {v}" for v in order if counts.get(v)]
+    blind = sum(1 for r in results if r.get("verdict") == "unsure" and _unresolvable(r))
+    if blind:
+        i = next(k for k, p in enumerate(parts) if p.endswith(" unsure"))
+        parts[i] += f" ({blind} too short or too variable between runs for their threshold to be seen)"
+    if mem_slower:
+        parts.append(f"{mem_slower} with more peak memory")
+    return text + (": " + ", ".join(parts) if parts else "")
+
+
+def time_line(results: list[dict], session_s: float) -> str:
+    """Where the session's time went, so a slow suite says what to cut: first calls (compiling,
+    autotuning), samples, the harness's own warm-up and calibration, and everything outside
+    gpu_benchmark (inputs, references, correctness checks, profiling, collection)."""
+    def total(key: str) -> float:
+        return sum(as_number(r.get(key)) or 0.0 for r in results)
+
+    wall, first, sampled = total("wall_s"), total("first_call_s"), total("measured_s")
+    again = sum(int(as_number(r.get("remeasured")) or 0) for r in results)
+    repeated = f"; {again} repeated runs (suspects re-measured, or recordings)" if again else ""
+    return (f"gpuperf: {session_s:.1f} s since start: {len(results)} measurements {wall:.1f} s (first calls, i.e. "
+            f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
+            f"{max(wall - first - sampled, 0.0):.1f} s" + repeated
+            + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
+
+
+def peaks_text(peaks: dict | None) -> str:
+    shown = []
+    for k, v in (peaks or {}).items():
+        if as_number(v) is None:
+            continue
+        if k.endswith("_gbps"):
+            shown.append(f"{k[:-5]} {fmt_rate(v)} GB/s")
+        elif k.endswith("_tflops"):
+            shown.append(f"{k[:-7]} {fmt_rate(v)} TFLOP/s")
+        else:
+            shown.append(f"{k} {v}")
+    return ", ".join(shown)
+
+
+def device_line(device: dict | None) -> str:
+    if not device:
+        return "device: unknown"
+    text = f"{device.get('name') or device.get('key')} ({device.get('key')})"
+    peaks = peaks_text(device.get("peaks"))
+    if peaks:
+        text += " · peaks: " + peaks
+    return text
+
+
+
+COLUMNS = (  # header, width, align
+    ("median", 10, ">"),
+    ("±noise", 7, ">"),
+    ("drift", 6, ">"),  # a merged baseline's run-to-run spread (gpuperf show)
+    ("GB/s", 7, ">"),
+    ("TFLOP/s", 7, ">"),
+    ("% peak", 6, ">"),
+    ("peak mem", 10, ">"),
+    ("vs base", 7, ">"),
+)
+
+
+def cells_of(r: dict) -> list[str]:
+    noise = as_number(r.get("noise"))
+    drift = as_number(r.get("drift"))
+    return [
+        fmt_ms(as_number(r.get("median_ms"))),
+        "-" if noise is None else f"{noise * 100:.1f}%",
+        "-" if drift is None else f"{drift * 100:.1f}%",
+        fmt_rate(r.get("gbps")),
+        fmt_rate(r.get("tflops")),
+        fmt_pct(r.get("pct_of_peak")),
+        fmt_mem(r.get("peak_memory_bytes")),
+        fmt_change(r.get("change")),
+    ]
+
+
+#: Params are never cut shorter than this to fit a narrow terminal: pytest writes 80 columns into a CI
+#: log, where "torch_…6D128" would no longer tell torch_flash from torch_cudnn or causal from full.
+PARAM_MIN_WIDTH = 60
+
+
+def kept_columns(rows) -> list[int]:
+    """Indices of the COLUMNS that some row fills (the median always)."""
+    rows = list(rows)
+    return [k for k, (name, _, _) in enumerate(COLUMNS)
+            if name == "median" or any(cells[k] not in ("-", "") for cells in rows)]
+
+
+def param_width(longest: int, room: int) -> int:
+    return max(5, min(longest, max(room, PARAM_MIN_WIDTH)))

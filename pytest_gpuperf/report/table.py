@@ -1,0 +1,97 @@
+"""The terminal tables: the session summary (`pytest --gpuperf`, `gpuperf show`) and `gpuperf compare`."""
+from __future__ import annotations
+
+from ..core.units import fmt_ms
+from .rows import (COLUMNS, cells_of, device_line, fmt_change, grouped, kept_columns, middle_truncate, natural_key,
+                   nodeid_name, nodeid_param, param_width, row_key, summary_counts, verdict_text)
+
+
+def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[str]:
+    """The summary table: one block per group, rows sorted by param (impls of one case adjacent).
+
+    Columns that are empty for every result (e.g. TFLOP/s for a memory-bound suite, verdicts without a
+    baseline) are left out; params longer than what fits ``width`` are shown in full up to
+    PARAM_MIN_WIDTH characters and truncated in the middle beyond."""
+    lines = [f"gpuperf: {device_line(device)}"]
+    if not results:
+        return lines + ["no measurements"]
+    cells = {id(r): cells_of(r) for r in results}
+    keep = kept_columns(cells.values())
+    columns = [COLUMNS[k] for k in keep]
+    show_verdict = any(verdict_text(r) for r in results)
+    verdict_w = max([7] + [len(verdict_text(r)) for r in results]) if show_verdict else 0
+    fixed = sum(w + 2 for _, w, _ in columns) + (2 + verdict_w if show_verdict else 0)
+    longest = max(len(str(r.get("param") or r.get("name") or "")) for r in results)
+    param_w = param_width(longest, width - 2 - fixed)
+    for group, rows in grouped(results):
+        lines.append("")
+        lines.append(group)
+        header = "  " + f"{'param':<{param_w}}"
+        for name, w, _ in columns:
+            header += "  " + f"{name:>{w}}"
+        if show_verdict:
+            header += "  " + "verdict"
+        lines.append(header.rstrip())
+        for r in rows:
+            label = str(r.get("param") or r.get("name") or "")
+            line = "  " + f"{middle_truncate(label, param_w):<{param_w}}"
+            row_cells = cells[id(r)]
+            for k, (name, w, _) in zip(keep, columns):
+                line += "  " + f"{row_cells[k]:>{w}}"
+            if show_verdict:
+                line += "  " + verdict_text(r)
+            lines.append(line.rstrip())
+    lines.append("")
+    lines.append(summary_counts(results))
+    return lines
+
+
+def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], width: int = 120) -> list[str]:
+    """The `gpuperf compare` table: test id -> Verdict, with the old and new records by test id."""
+    records = []
+    for key, v in verdicts.items():
+        rec = new.get(key) or old.get(key) or {}
+        records.append((key, rec, v))
+    if not records:
+        return ["nothing to compare: both files are empty"]
+    heads = ("old", "new", "change", "noise ±", "mem", "verdict")
+    widths = (10, 10, 8, 8, 8, max(7, max(len(v.time) for _, _, v in records)))
+    fixed = sum(w + 2 for w in widths)
+    longest = max(len(str(rec.get("param") or nodeid_param(key) or nodeid_name(key))) for key, rec, _ in records)
+    param_w = param_width(longest, width - 2 - fixed)
+    groups: dict[str, list] = {}
+    for key, rec, v in records:
+        g = str(rec.get("group") or rec.get("name") or nodeid_name(key))
+        groups.setdefault(g, []).append((key, rec, v))
+    lines = []
+    for g in sorted(groups, key=natural_key):
+        rows = sorted(groups[g], key=lambda t: row_key(t[1].get("param") or nodeid_param(t[0])))
+        lines.append(g)
+        header = "  " + f"{'param':<{param_w}}" + "".join(f"  {h:>{w}}" for h, w in zip(heads[:-1], widths))
+        lines.append(header + f"  {heads[-1]}")
+        for key, rec, v in rows:
+            label = str(rec.get("param") or nodeid_param(key) or nodeid_name(key))
+            mem = "" if v.memory in ("same", "new", "missing") else ("+" if v.memory == "slower" else "-")
+            if v.memory_change is not None and mem:
+                mem = fmt_change(v.memory_change)
+            cells = (fmt_ms(v.base_ms) if v.base_ms else "-", fmt_ms(v.now_ms) if v.now_ms else "-",
+                     fmt_change(v.change), "" if v.noise_bound is None else f"{v.noise_bound * 100:.1f}%",
+                     mem)
+            line = "  " + f"{middle_truncate(label, param_w):<{param_w}}"
+            line += "".join(f"  {c:>{w}}" for c, w in zip(cells, widths))
+            line += f"  {v.time}" + {"slower": " (more memory)", "faster": " (less memory)"}.get(v.memory, "")
+            lines.append(line.rstrip())
+        lines.append("")
+    counts: dict[str, int] = {}
+    for _, _, v in records:
+        counts[v.time] = counts.get(v.time, 0) + 1
+    mem_slower = sum(1 for _, _, v in records if v.memory == "slower")
+    order = ("slower", "unsure", "faster", "same", "new", "missing")
+    summary = f"{len(records)} tests: " + ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
+    if mem_slower:
+        summary += f", {mem_slower} with more peak memory"
+    lines.append(summary)
+    for key, _, v in records:
+        if v.time == "slower" or v.memory == "slower":
+            lines.append(f"REGRESSION {key}: {v.message}")
+    return lines

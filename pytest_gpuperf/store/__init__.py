@@ -1,0 +1,1 @@
+"""Storage: per-GPU baseline YAML and results JSON. Imports only core."""

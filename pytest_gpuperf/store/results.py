@@ -1,0 +1,296 @@
+"""Results JSON in pytest-benchmark's format (``pytest-benchmark compare`` reads it), and reading results
+back from a results JSON or a baseline YAML for the ``gpuperf`` command."""
+from __future__ import annotations
+
+import json
+import math
+import platform
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ..core.files import atomic_write_text
+from ..core.records import JSON_EXTRA_KEYS, nodeid_name, nodeid_param, record_group
+from ..core.spread import relative_mad
+from ..core.units import as_number
+from .baseline import Baseline
+from .baseline import load as load_baseline
+
+
+def _finite(obj: Any) -> Any:
+    """JSON-safe copy: non-finite floats become None, tuples lists, unknown objects strings."""
+    if obj is None:
+        return None
+    if isinstance(obj, bool):
+        return bool(obj)
+    if isinstance(obj, str):
+        return str(obj)
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    item = getattr(obj, "item", None)
+    if callable(item):
+        try:
+            return _finite(item())
+        except Exception:  # pragma: no cover - defensive
+            pass
+    return str(obj)
+
+
+def _stats_seconds(r: dict) -> dict:
+    """pytest-benchmark's "stats" block, in seconds."""
+    data_ms = [float(x) for x in (r.get("data") or []) if as_number(x) is not None and x > 0]
+    stats: dict[str, Any] = {}
+    if data_ms:
+        try:
+            from pytest_benchmark.stats import Stats
+
+            s = Stats()
+            for x in data_ms:
+                s.update(x / 1e3)
+            stats = s.as_dict()
+        except Exception:
+            stats = {}
+    median = (as_number(r.get("median_ms")) or (statistics.median(data_ms) if data_ms else 0.0)) / 1e3
+    over = {
+        "min": r.get("min_ms"), "max": r.get("max_ms"), "mean": r.get("mean_ms"),
+        "stddev": r.get("stddev_ms"), "median": r.get("median_ms"),
+    }
+    for k, v in over.items():
+        if as_number(v) is not None:
+            stats[k] = float(v) / 1e3
+    stats.setdefault("median", median)
+    stats.setdefault("mean", median)
+    stats.setdefault("min", median)
+    stats.setdefault("max", median)
+    stats.setdefault("stddev", 0.0)
+    rounds = int(as_number(r.get("samples")) or len(data_ms) or 1)
+    stats["rounds"] = rounds
+    q1, q3 = as_number(r.get("q1_ms")), as_number(r.get("q3_ms"))
+    if q1 is not None and q3 is not None and "q1" not in stats:
+        stats["q1"], stats["q3"], stats["iqr"] = q1 / 1e3, q3 / 1e3, (q3 - q1) / 1e3
+        stats["ld15iqr"] = max(stats["min"], stats["q1"] - 1.5 * stats["iqr"])
+        stats["hd15iqr"] = min(stats["max"], stats["q3"] + 1.5 * stats["iqr"])
+        stats["iqr_outliers"] = stats["stddev_outliers"] = 0
+        stats["outliers"] = "0;0"
+    if "q1" not in stats:
+        sigma = (as_number(r.get("noise")) or 0.0) * stats["median"]
+        stats["q1"] = stats["median"] - 0.6745 * sigma
+        stats["q3"] = stats["median"] + 0.6745 * sigma
+        stats["iqr"] = stats["q3"] - stats["q1"]
+        stats["ld15iqr"] = max(stats["min"], stats["q1"] - 1.5 * stats["iqr"])
+        stats["hd15iqr"] = min(stats["max"], stats["q3"] + 1.5 * stats["iqr"])
+        stats["iqr_outliers"] = 0
+        stats["stddev_outliers"] = 0
+        stats["outliers"] = "0;0"
+    stats["ops"] = 1.0 / stats["mean"] if stats["mean"] > 0 else 0.0
+    stats["total"] = sum(data_ms) / 1e3 if data_ms else stats["mean"] * rounds
+    order = ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1", "q3", "iqr_outliers",
+             "stddev_outliers", "outliers", "ld15iqr", "hd15iqr", "ops", "total")
+    out = {k: stats[k] for k in order}
+    if data_ms:
+        out["data"] = [x / 1e3 for x in data_ms]
+    # each sample is already the time of one call (graph/batched samples are divided by the calls they hold)
+    out["iterations"] = int(as_number(r.get("iterations")) or as_number(r.get("calls_per_sample")) or 1)
+    return out
+
+
+def _gpuperf_version() -> str:
+    try:
+        from .. import __version__
+
+        return __version__
+    except ImportError:  # an editable install that sees the package as a namespace package
+        try:
+            from importlib.metadata import version
+
+            return version("pytest-gpuperf")
+        except Exception:
+            return "unknown"
+
+
+def _machine_info(device: dict, software: dict) -> dict:
+    info = {
+        "node": platform.node(),
+        "processor": platform.processor(),
+        "machine": platform.machine(),
+        "python_compiler": platform.python_compiler(),
+        "python_implementation": platform.python_implementation(),
+        "python_implementation_version": platform.python_version(),
+        "python_version": platform.python_version(),
+        "python_build": list(platform.python_build()),
+        "release": platform.release(),
+        "system": platform.system(),
+        "cpu": {},
+        "gpuperf_device": device or {},
+        "gpuperf_software": software or {},
+        "gpuperf_version": _gpuperf_version(),
+    }
+    return info
+
+
+def _commit_info() -> dict:
+    try:
+        from pytest_benchmark.utils import get_commit_info
+
+        return get_commit_info()
+    except Exception:
+        return {}
+
+
+def benchmark_json(results: list[dict], device: dict, software: dict, started_at: str) -> dict:
+    """The document that write_json writes (pytest-benchmark's JSON layout, times in seconds)."""
+    try:
+        from pytest_benchmark import __version__ as pb_version
+    except Exception:  # pragma: no cover - pytest-benchmark is a dependency
+        pb_version = "5.1.0"
+    benches = []
+    for r in results:
+        if as_number(r.get("median_ms")) is None:
+            continue  # "missing" rows and the like have no measurement
+        nodeid = r.get("nodeid") or r.get("name") or ""
+        name = r.get("name") or nodeid_name(nodeid)
+        param = r.get("param") or nodeid_param(nodeid)
+        extra = {k: r.get(k) for k in JSON_EXTRA_KEYS if k in r}
+        base = r.get("baseline")
+        if isinstance(base, dict):
+            extra["baseline_median_ms"] = base.get("median_ms")
+        extra["median_ms"] = r.get("median_ms")
+        extra["device"] = (device or {}).get("key")
+        benches.append({
+            "group": record_group(r),
+            "name": f"{name}[{param}]" if param else name,
+            "fullname": nodeid,
+            "params": r.get("params") if isinstance(r.get("params"), dict) else ({"id": param} if param else None),
+            "param": param or None,
+            "extra_info": extra,
+            "options": {
+                "disable_gc": False,
+                "timer": f"gpuperf.{r.get('method') or 'events'}",
+                "min_rounds": int(as_number(r.get("samples")) or 1),
+                "max_time": None,
+                "min_time": None,
+                "warmup": True,
+            },
+            "stats": _stats_seconds(r),
+        })
+    return _finite({
+        "machine_info": _machine_info(device, software),
+        "commit_info": _commit_info(),
+        "benchmarks": benches,
+        "datetime": started_at,
+        "version": pb_version,
+    })
+
+
+def write_json(path: Path, results: list[dict], device: dict, software: dict, started_at: str) -> None:
+    """Results in pytest-benchmark's JSON format (``pytest-benchmark compare FILE`` reads it)."""
+    doc = benchmark_json(results, device, software, started_at)
+    atomic_write_text(Path(path), json.dumps(doc, indent=2, allow_nan=False) + "\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# reading results back
+
+
+def _from_benchmark(path: Path, b: Any, index: int) -> dict:
+    if not isinstance(b, dict) or not isinstance(b.get("stats"), dict):
+        raise ValueError(f"{path}: benchmark #{index} has no 'stats' mapping; not a pytest-benchmark JSON file")
+    st = b["stats"]
+    fullname = str(b.get("fullname") or b.get("name") or f"benchmark-{index}")
+    name_full = str(b.get("name") or fullname.split("::")[-1])
+    median = as_number(st.get("median"))
+    if median is None or median <= 0:
+        raise ValueError(f"{path}: benchmark {fullname!r}: stats.median must be a positive number of seconds, "
+                         f"got {st.get('median')!r}")
+    extra = b.get("extra_info") if isinstance(b.get("extra_info"), dict) else {}
+    data_ms = [float(x) * 1e3 for x in (st.get("data") or []) if as_number(x) is not None]
+
+    def ms(key):
+        v = as_number(st.get(key))
+        return None if v is None else v * 1e3
+
+    noise = as_number(extra.get("noise"))
+    if noise is None:
+        noise = relative_mad(data_ms) if len(data_ms) >= 2 else None
+    if noise is None and as_number(st.get("iqr")) is not None:
+        noise = float(st["iqr"]) / 1.349 / median
+    rec = {
+        "nodeid": fullname,
+        "name": name_full.split("[", 1)[0],
+        "param": str(b.get("param") or (nodeid_param(name_full) if "[" in name_full else "")),
+        "group": str(b.get("group") or name_full.split("[", 1)[0]),
+        "median_ms": median * 1e3,
+        "mean_ms": ms("mean"),
+        "min_ms": ms("min"),
+        "max_ms": ms("max"),
+        "stddev_ms": ms("stddev"),
+        "noise": noise,
+        "samples": int(as_number(st.get("rounds")) or len(data_ms) or 1),
+    }
+    for k in JSON_EXTRA_KEYS:
+        if k in extra and k not in ("noise",):
+            rec[k] = extra[k]
+    if data_ms:
+        rec["data"] = data_ms
+    return rec
+
+
+def load_results(path) -> tuple[dict | None, list[dict]]:
+    """Read a baseline YAML or a results JSON (ours or pytest-benchmark's) into result records.
+
+    Returns (device or None, records). Raises BaselineError (baselines) or ValueError naming the file."""
+    device, _, records = load_recording(path)
+    return device, records
+
+
+def load_recording(path) -> tuple[dict | None, dict, list[dict]]:
+    """load_results, plus the software versions the file records ({} when it records none)."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{path}: no such file")
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory, expected a baseline .yaml or a results .json file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read it ({exc})") from None
+    if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if path.suffix.lower() == ".json":
+                raise ValueError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})") from None
+            doc = None
+        if isinstance(doc, dict) and "benchmarks" in doc:
+            benches = doc["benchmarks"]
+            if not isinstance(benches, list):
+                raise ValueError(f"{path}: 'benchmarks' is not a list; not a pytest-benchmark JSON file")
+            info = doc.get("machine_info") if isinstance(doc.get("machine_info"), dict) else {}
+            device = info.get("gpuperf_device") or None
+            software = info.get("gpuperf_software") if isinstance(info.get("gpuperf_software"), dict) else {}
+            return device, software, [_from_benchmark(path, b, i) for i, b in enumerate(benches)]
+        if path.suffix.lower() == ".json" and not (isinstance(doc, dict) and "schema_version" in doc):
+            raise ValueError(f"{path}: a JSON file without 'benchmarks': not a pytest-benchmark/gpuperf results file")
+    base = load_baseline(path)
+    if base is None:  # pragma: no cover - raced with a delete
+        raise ValueError(f"{path}: no such file")
+    return base.device, base.software, results_from_baseline(base)
+
+
+def results_from_baseline(base: Baseline) -> list[dict]:
+    """A baseline's entries as result records."""
+    out = []
+    for nodeid, entry in base.entries.items():
+        rec = dict(entry)
+        rec["nodeid"] = nodeid
+        rec["name"] = nodeid_name(nodeid)
+        rec["param"] = nodeid_param(nodeid)
+        rec["group"] = entry.get("group") or rec["name"]
+        out.append(rec)
+    return out
