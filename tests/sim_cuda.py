@@ -1,4 +1,4 @@
-"""A simulated CUDA device, so timing.py's GPU path (method choice, flush, spins, graphs, event
+"""A simulated CUDA device, so the CUDA timer's path (method choice, flush, spins, graphs, event
 arithmetic) runs in CPU-only CI.
 
 A stream on a real-time clock (and a second one, for work a callable leaves behind): a launch
@@ -90,7 +90,7 @@ class SimDevice:
         _busy(max(self.free_at, self.side_free_at) - _now_ms())
         self.free_at = max(self.free_at, self.side_free_at)
 
-    # -- the torch surface timing.py uses ----------------------------------------------------------
+    # -- the torch surface the CUDA timer uses ----------------------------------------------------------
     def _module(self) -> SimpleNamespace:
         dev = self
 

@@ -1,4 +1,4 @@
-"""baseline.py: YAML round trip, merge, validation errors that name the file and never touch it, and
+"""store/baseline.py: YAML round trip, merge, validation errors that name the file and never touch it, and
 concurrent writers (threads and processes) that lose no entry."""
 
 from __future__ import annotations

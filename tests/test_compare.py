@@ -1,4 +1,4 @@
-"""compare.py: thresholds, every verdict (time and memory), the message, and the gate's behaviour on
+"""core/verdict.py: thresholds, every verdict (time and memory), the message, and the gate's behaviour on
 simulated measurements (no false alarms on noise, every clear slowdown caught)."""
 
 from __future__ import annotations

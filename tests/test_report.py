@@ -1,4 +1,4 @@
-"""report.py: terminal table, Markdown, pytest-benchmark JSON (read back by pytest-benchmark itself),
+"""report/ and store/results.py: terminal table, Markdown, pytest-benchmark JSON (read back by pytest-benchmark itself),
 PNG plots, and load_results for baselines and JSON files."""
 
 from __future__ import annotations

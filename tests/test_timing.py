@@ -1,4 +1,4 @@
-"""timing.py on the CPU: statistics, the stop rule and the host-clock path (CUDA paths run in perf_tests/test_harness.py)."""
+"""measure/ (timer, CUDA timer, stats) on the CPU: statistics, the stop rule and the host-clock path (CUDA paths run in perf_tests/test_harness.py)."""
 from __future__ import annotations
 
 import math

@@ -12,18 +12,14 @@ floors cover the run-to-run variation (clocks, power, thermal state, placement) 
 statistic can see, and drift is the run-to-run variation measured for this very test: the range of
 its medians over the recordings that `gpuperf merge` combined into the baseline entry.
 
-The SM clock NVML reports is shown in the message but is not part of the bound: over 16 runs of a
-bf16 matmul 4096 on one H100 the clock (read as each batch ends) was 1545-1770 MHz, 14% apart,
-while the medians spread 3.3% and time x clock 12.5%: the sampled clock does not explain the time,
-and adding its change to the bound hid 5% slowdowns (3 of 20 caught) behind bounds of 6-14%.
+The SM clock NVML reports is shown in the message but is not part of the bound: the sampled clock
+does not explain the time (docs/measurement-evidence.md).
 
 Verdicts (for time; memory uses the same words):
   slower   change > noise_bound and change + min(noise_bound, MARGIN_SHARE * threshold) >= threshold:
            the slowdown is real and could be threshold-sized, so a slowdown of exactly the threshold
            is caught, not half the time. The margin is capped, so the cut never falls below 70% of
-           the threshold (3.5% at 5%): with the whole bound as margin the cut, max(bound, threshold
-           - bound), fell to half the threshold for bounds near it, e.g. 2.7% for a 46 µs kernel
-           whose 2.3% bound is mostly the 0.5 µs floor, where a tight 1 ms kernel needed 3.9%.
+           the threshold (3.5% at 5%).
   faster   the same, mirrored
   unsure   |change| > threshold but within the noise bound, or the noise bound itself exceeds the
            threshold (a threshold-sized slowdown could not have been seen)
@@ -42,25 +38,21 @@ from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent
 
 T = TypeVar("T")
 
-# ---- tunables: the lead measures the gate's false-alarm and detection rates on the GPU and may tune these
+# ---- tunables, guarded by the gate self-checks (perf_tests/test_gate_quality.py)
 #: z-score of the two-sided 95% interval, used when a record has no measured "ci_ms".
 Z = 1.96
 #: Relative standard error of the median of n normal samples is sqrt(pi/2) * sigma / sqrt(n).
 MEDIAN_SE_FACTOR = 1.2533
-#: Run-to-run variation added to every noise bound: medians of the same kernel measured in two
-#: processes (or on two leases of the same GPU model) differ by more than their within-run confidence
-#: intervals suggest, because clocks, power state and memory placement change between runs.
+#: Run-to-run variation added to every noise bound: medians measured in two processes differ by more
+#: than their within-run intervals suggest (clocks, power state, memory placement).
 NOISE_FLOOR = 0.01
-#: Run-to-run variation in absolute time, which dominates for launch-bound kernels: timed in CUDA
-#: graphs, kernels of 1.4-6 µs moved by up to 0.35 µs between two leases of the same H100 model
-#: while their within-run CIs were ~0.05 µs. A change smaller than this is never evidence.
+#: Run-to-run variation in absolute time, which dominates for launch-bound kernels: a change smaller
+#: than this is never evidence.
 NOISE_FLOOR_MS = 0.0005
 #: Peak-memory changes smaller than this many bytes are never a verdict (allocator rounding, workspaces).
 MEMORY_ABS_FLOOR = 1 << 20
 #: The share of the threshold by which a measured change may fall short of it and still count, when
-#: the noise bound allows (so the cut is never below 3.5% at a 5% threshold). A true threshold-sized
-#: slowdown reads that low under 5% of the time while the change's spread (both sides' run-to-run
-#: and sampling noise) is under 0.9%; simulated with 3% sample noise, 97% of 5% slowdowns are caught.
+#: the noise bound allows (so the cut is never below 3.5% at a 5% threshold).
 MARGIN_SHARE = 0.3
 #: The default slowdown that counts as a regression.
 DEFAULT_THRESHOLD = 0.05
@@ -267,13 +259,8 @@ def remeasure_while_suspect(base: dict | None, run: Callable[[], tuple[dict, T]]
 
 
 def recording_runs(retries: int) -> int:
-    """Runs per test when a baseline is recorded: as many as a suspect result may get (1 + retries).
-
-    A suspect result keeps the fastest of its runs, so a baseline of one run compared the fastest
-    of three against a single run: an unlucky recording (run-to-run spread of a bf16 matmul 4096
-    on an H100: 0.9-1.3%) then hid real slowdowns. Replayed from 16 unchanged runs of each of two
-    H100 gate self-checks, a 5% slowdown of that matmul was caught 63-82% of the time against a
-    one-run baseline and 94-99% against the fastest of three, still without false alarms."""
+    """Runs per test when a baseline is recorded: as many as a suspect result may get (1 + retries),
+    so a baseline entry is the fastest of as many runs as the result compared with it."""
     return retries + 1
 
 

@@ -1,5 +1,6 @@
 """One CUDA measurement: warm-up and calibration, the choice of method (events, graph, queued,
-device-sync), then batches of samples until the stop rule holds. docs/measurement.md explains the rules."""
+device-sync), then batches of samples until the stop rule holds (rules and evidence:
+docs/measurement-evidence.md)."""
 from __future__ import annotations
 
 import math

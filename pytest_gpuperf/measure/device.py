@@ -1,7 +1,7 @@
 """Which device the run measures: its stable key, properties, clocks and measured peaks.
 
-The key names a device *model* (and MIG slice), never one card, so a baseline recorded on one H100
-applies to every H100 of that model. Peaks are measured, not taken from datasheets: % of peak is
+The key names a device *model* (and MIG slice), never one card, so a baseline recorded on one card
+applies to every card of that model. Peaks are measured, not taken from datasheets: % of peak is
 only honest against what this machine really reaches.
 """
 from __future__ import annotations

@@ -10,9 +10,8 @@ One file per device model, ``<baseline dir>/<device key>.yaml``::
       <test node id>: {median_ms: ..., noise: ..., samples: ..., drift: ..., ...}
 
 ``drift`` (optional) is the test's run-to-run variation: the range (largest / smallest - 1) of the
-medians of the recordings that :func:`combine` merged (several leases of the same GPU model, say).
-Within-run statistics cannot see it (cache placement, autotuning choices and clocks change between
-processes), so the comparison adds it to the noise bound.
+medians of the recordings of one GPU model that :func:`combine` merged. Within-run statistics cannot
+see it, so the comparison adds it to the noise bound.
 
 Reading uses ``yaml.safe_load``; every problem with a file raises :class:`BaselineError` whose message
 names the file, says what is wrong and how to fix it. A file that cannot be validated is never
@@ -33,6 +32,7 @@ import yaml
 
 from ..core import records
 from ..core.files import atomic_write_text, file_mode
+from ..core.plain import plain
 from ..core.versions import recorded_version, timing_epoch
 
 SCHEMA_VERSION = 1
@@ -85,35 +85,13 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _rounded(x: float) -> float | None:
+    return _round(x) if math.isfinite(x) else None
+
+
 def _plain(value: Any) -> Any:
-    """Convert numpy scalars, tuples etc. into plain YAML-safe Python values."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, str):  # str subclasses (torch's TorchVersion) are not safe_dump-able as themselves
-        return str(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return _round(value) if math.isfinite(value) else None
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    # numpy scalars and friends
-    item = getattr(value, "item", None)
-    if callable(item):
-        try:
-            return _plain(item())
-        except Exception:  # pragma: no cover - defensive
-            pass
-    for conv in (int, float):
-        try:
-            return _plain(conv(value))
-        except (TypeError, ValueError):
-            continue
-    return str(value)
+    """Plain YAML-safe values, floats rounded to _SIGNIFICANT_DIGITS."""
+    return plain(value, _rounded, coerce=True)
 
 
 def entry_from_result(result: dict) -> dict:

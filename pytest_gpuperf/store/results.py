@@ -3,43 +3,18 @@ back from a results JSON or a baseline YAML for the ``gpuperf`` command."""
 from __future__ import annotations
 
 import json
-import math
 import platform
 import statistics
 from pathlib import Path
 from typing import Any
 
 from ..core.files import atomic_write_text
+from ..core.plain import plain
 from ..core.records import JSON_EXTRA_KEYS, nodeid_name, nodeid_param, record_group
 from ..core.spread import relative_mad
 from ..core.units import as_number
 from .baseline import Baseline
 from .baseline import load as load_baseline
-
-
-def _finite(obj: Any) -> Any:
-    """JSON-safe copy: non-finite floats become None, tuples lists, unknown objects strings."""
-    if obj is None:
-        return None
-    if isinstance(obj, bool):
-        return bool(obj)
-    if isinstance(obj, str):
-        return str(obj)
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    item = getattr(obj, "item", None)
-    if callable(item):
-        try:
-            return _finite(item())
-        except Exception:  # pragma: no cover - defensive
-            pass
-    return str(obj)
 
 
 def _stats_seconds(r: dict) -> dict:
@@ -179,7 +154,7 @@ def benchmark_json(results: list[dict], device: dict, software: dict, started_at
             },
             "stats": _stats_seconds(r),
         })
-    return _finite({
+    return plain({
         "machine_info": _machine_info(device, software),
         "commit_info": _commit_info(),
         "benchmarks": benches,
