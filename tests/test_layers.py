@@ -147,3 +147,14 @@ def test_the_checker_finds_a_circle(tmp_path: Path) -> None:
     (root / "measure" / "a.py").write_text("from . import b\n")
     (root / "measure" / "b.py").write_text("def f():\n    from .a import x\n")
     assert cycles(root) == [["pkg.measure.a", "pkg.measure.b", "pkg.measure.a"]]
+
+
+def test_every_subpackage_is_installed() -> None:
+    """pyproject lists the packages setuptools installs: a subpackage left out would be missing from
+    an install while every test run from the checkout still passes."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT.parent / "pyproject.toml").read_text(encoding="utf-8"))
+                 ["tool"]["setuptools"]["packages"])
+    present = {module_name(ROOT, p) for p in ROOT.rglob("__init__.py")}
+    assert present - listed == set()
