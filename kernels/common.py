@@ -1,5 +1,7 @@
-"""Pieces the one-input kernels (elu.py, gelu.py, softmax.py) share word for word.
+"""The kernel protocol every kernels/<name>.py provides, and pieces the one-input kernels
+(elu.py, gelu.py, softmax.py) share word for word.
 
+- ``KernelModule``: what a kernel module provides (tests/test_kernel_protocol.py checks each one).
 - ``randn_input``: the input factory behind their ``make_inputs`` (random normal, seeded).
 - ``streaming_cost``: the cost model of a kernel that reads its input once and writes an output
   of the same size once.
@@ -16,10 +18,39 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import torch
 import triton
 import triton.language as tl
+
+
+#: The kernel modules that provide KernelModule (kernels/<name>.py).
+KERNEL_MODULES = ("elu", "gelu", "softmax", "matmul", "flash_attention")
+
+
+@runtime_checkable
+class KernelModule(Protocol):
+    """What every kernels/<name>.py provides, as module-level names (a module satisfies a Protocol
+    whose members are its functions, PEP 544). Options beyond the listed parameters (GeLU's
+    ``approximate``, attention's ``causal``/``backward``) are keyword arguments with defaults.
+
+    - ``make_inputs(shape, dtype, device, seed=0)``: the seeded input tensors of one case, a tuple
+      passed positionally to ``reference`` and to every implementation.
+    - ``reference(*inputs, **options)``: the exact answer in float64, what outputs are checked against.
+    - ``cost(shape, dtype, **options)``: ``(bytes, flops)`` of one call, the minimum traffic and the
+      arithmetic, which make a time read as GB/s, TFLOP/s and % of peak.
+    - ``IMPLS``: implementation name (a test id part, e.g. ``"triton"``) -> callable with the
+      reference's signature, returning the output in the inputs' dtype.
+    """
+
+    IMPLS: dict[str, Callable[..., torch.Tensor]]
+
+    def make_inputs(self, shape, dtype: torch.dtype, device, seed: int = 0) -> tuple[torch.Tensor, ...]: ...
+
+    def reference(self, *inputs: torch.Tensor) -> torch.Tensor: ...
+
+    def cost(self, shape, dtype: torch.dtype) -> tuple[int, int]: ...
 
 
 def randn_input(shape, dtype: torch.dtype, device, seed: int = 0) -> torch.Tensor:

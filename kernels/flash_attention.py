@@ -35,14 +35,9 @@ LOG2E = 1.4426950408889634
 # ----------------------------------------------------------------------------------------------
 # tolerances
 # ----------------------------------------------------------------------------------------------
-# Every impl rounds P (and, backward, dS) to the input dtype before a matmul and rounds its
-# outputs, so an element's error is a few roundings (2^-8 bf16, 2^-11 fp16) of the typical
-# magnitude of that output, not of the element itself (many outputs sit near zero, where a purely
-# relative test means nothing). So: atol = atol_rms * rms(reference), plus a relative part. Needed
-# atol_rms (worst element, after the rtol part), measured: CPU, B1 H4 N<=2048 D64: <= 0.11 bf16,
-# <= 0.012 fp16 (manual, SDPA flash, triton); H100, B4 H16 N4096 D128 bf16 causal: triton 0.144,
-# SDPA flash 0.144, manual 0.151, memory-efficient 0.175, cuDNN 0.176 (non-causal <= 0.07). It
-# grows slowly with N and with the element count; fp16 scales by its 8x finer rounding.
+# An element's error is a few roundings (2^-8 bf16, 2^-11 fp16) of the typical magnitude of the
+# output, not of the element (many sit near zero): atol = atol_rms * rms(reference), plus a
+# relative part. The measured needs behind these values: docs/kernels/flash_attention.md.
 TOLERANCE = {
     torch.bfloat16: {"rtol": 2e-2, "atol_rms": 0.25},
     torch.float16: {"rtol": 4e-3, "atol_rms": 0.04},
@@ -170,87 +165,39 @@ def _ensure_triton_allocator() -> None:
     triton.set_allocator(alloc)
 
 
-# Launch parameters, fixed per head dim (and, forward, per masking): no run-time autotuning. TFLOP/s at B4 H16
-# N4096 bf16 (cost model below), each config forced and timed by gpu_benchmark's timer, L2 flushed
-# (`python -m kernels.tune_attention`), on an H200 (2026-11-23; the H100's SM and clocks, and
-# attention is compute-bound, so the ranking carries over), full / causal:
-#   D128 forward  128x128 w8 s3 475 / 408; 64x64 w4 s3 471 / 429; 128x64 w8 s3 451 / 390; s2 433 / 364
-#   D128 backward 64x128|128x64 w8 s3 397 / 342 (s2 380 / 327, s4 392 / 284); 32x64|64x32 w4 s3
-#                 359 / 325; 32x128|128x32 w8 s3 335 / 282; 64x64|64x64 w4 s3 322 / 179
-#   D64 forward   128x64 w8 s3 407 / 335; 64x64 w4 s3 403 / 352; 128x128 w8 s3 336 / 276
-#   D64 backward  64x64|64x64 w4 s3 325 / 290; 32x64|64x32 w4 s3 318 / 290; 64x128|128x64 w8 s3
-#                 281 / 237 (s2 258 / 223)
-# An earlier H100 do_bench sweep at D128 ranked them alike, and found "two" (the same backward
-# programs as two launches, each tuned alone: dK/dV 64x128 w8 s3 2.01 ms + dQ 128x32 w8 s3 1.42 ms)
-# at 392 / 325, and a variant adding dS.K into a float32 dQ with TMA reduce-adds (5 matmuls
-# instead of 7) at 323 / 298 (register spills, the dS transpose): dropped.
-# Why fixed: Triton's autotuner (a ~100 ms do_bench per config, in whatever clock and power state
-# the GPU is in) picked the s2 backward for D64 on one H100 lease and s3 on two others, 2.63
-# against 2.36 ms: a false alarm of the gate. It also compiled every config of every case (a third
-# of the suite's time). Head dims 16 and 32 take the D64 entries (smaller tiles of the same shape).
-# (Triton 3.6's automatic warp specialization, tl.range(warp_specialize=True), does not apply to
-# these loops on Hopper: the kernel compiles unchanged at 8 warps, and fails or spills at 4.)
-# Also tried on an H100 (2026-11-25, B4 H16 N4096 D128 bf16, full / causal TFLOP/s, two rounds each
-# against this kernel's 407 and 388 / 363 and 355): half of each exp2 on the FMA units (a degree-3
-# polynomial, FlashAttention-4's trick) 388 and 398 / 333; the dP matmul issued before the exp2 391
-# and 407 / 367 and 364. Neither is kept. Nsight Compute on this kernel (D128 full) shows the tensor
-# pipe 59.5% busy and 39% of warp stall cycles at CTA barriers. The barriers are those of the
-# pipelined lse/delta loads and of TMA stage reuse in every iteration, and both warpgroups run in
-# lockstep between them.
-# The interpreter uses small fixed blocks so that tests at N=77/128 cross several blocks, a causal
-# band and a partial last block.
-# D128 full takes 256-row query blocks: on an H100 (2026-11-24, forced configs timed as in
-# `python -m kernels.tune_attention --head-dims 128`, B4 H16 N4096 bf16) 256x64 w8 s3 ran 483.5
-# TFLOP/s against 471.6 for 128x128 w8 s3 and flex_attention's 470.1 (128x64 w8 s3 450.9, 128x128
-# s2 436.8; 256x128 and 128x128 s4 do not fit in shared memory; causal 256x64 384.4 against
-# 405.1). Where 256-row blocks would be fewer than the SMs, and 128-row ones not, the grid takes
-# FWD_NARROW instead.
+# Launch parameters, fixed per head dim (and, forward, per masking) rather than autotuned at run
+# time: the autotuner's pick varied between processes and made false alarms. Sweeps and rejected
+# variants: docs/kernels/flash_attention.md. Guarded by perf_tests/test_attention.py's config tests.
 FWD_CONFIGS = {  # head dim -> (full, causal): BLOCK_M, BLOCK_N, num_warps, num_stages
     64: ((128, 64, 8, 3), (64, 64, 4, 3)),
     128: ((256, 64, 8, 3), (64, 64, 4, 3)),
 }
+#: D128 full forward where 256-row blocks would leave SMs idle and 128-row ones would not.
 FWD_NARROW = (128, 128, 8, 3)
 BWD_CONFIGS = {  # head dim -> "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_warps, num_stages
     64: (64, 64, 64, 64, 4, 3),
     128: (64, 128, 128, 64, 8, 3),
 }
-# How the long-sequence backward moves tiles where TMA is available, per head dim (full, causal):
-# tensor descriptors except D128 causal, which ran 5-6% faster with plain loads on two H100 leases
-# (B4 H16 N4096 bf16, the table's blocks: 351.6 / 355.9 against 334.0 / 336.4 TFLOP/s; flex_attention
-# 346.5 / 346.8). D64 causal goes the other way (286.8 against 256.1), D128 full within 1.5% (397.7
-# / 394.7 against 388.4 / 391.4), D64 full within 0.5%. Short and small-grid cases keep descriptors.
+#: Long-sequence backward, per head dim (full, causal): tiles by TMA descriptors (True) or plain
+#: loads; D128 causal runs 5-6% faster with plain loads on an H100.
 BWD_TMA = {64: (True, True), 128: (True, False)}
-# Where tiles come by descriptor, the dK/dV loop also takes its per-query lse and delta by 1-D
-# descriptors (ROWS_TMA; for N >= ROWS_TMA_FROM_N, and N % 4 == 0 so that each head's row is
-# 16-byte aligned), so the loop has no cp.async wait and CTA barrier left for them. H100, B4 H16
-# N4096 bf16, the table's blocks, two rounds, TFLOP/s without / with: D128 full 404.9 / 418.1 and
-# 386.6 / 399.2 (flex_attention 408.6 and 390.6 in the same rounds), D128 causal 344.4 / 360.5 and
-# 339.1 / 353.2 (plain loads 363.0 and 353.7: BWD_TMA left as is), D64 full 334.4 / 381.6 and
-# 327.1 / 382.2, D64 causal 287.1 / 302.1 and 284.9 / 304.5. In the same rounds, dQ programs over
-# 128-key blocks at 2 stages (64x128|128x128 w8 s2: half the iterations, 246 registers, 197 KB of
-# shared memory) ran D128 full 408.4 / 387.4 and causal 348.1 / 341.1 with the row descriptors:
-# slower than the table's. The two extra descriptors cost more than they save in short loops: B1
-# H2 N128 D64 ran 12% slower with them (1.6 against 1.8 TFLOP/s, full and causal alike), B2 H8
-# N1000 D128 faster (full 228 against 193-200, causal 136.5 against 129); lengths between were not
-# measured.
+#: From this N (and N % 4 == 0) the dK/dV loop takes lse and delta rows by 1-D descriptors, which
+#: removes a cp.async wait and CTA barrier per iteration; shorter loops run slower with them.
 ROWS_TMA_FROM_N = 512
 DKDV_CONFIG = (64, 128, 8, 3)  # "two", dK/dV launch: BLOCK_M1, BLOCK_N1, num_warps, num_stages
 DQ_CONFIG = (128, 32, 8, 3)  # "two", dQ launch: BLOCK_M2, BLOCK_N2, num_warps, num_stages
 BWD_VARIANTS = ("split", "two")
 BWD_VARIANT = "split"
+# The interpreter's small blocks make tests at N=77/128 cross several blocks, a causal band and a
+# partial last block.
 INTERPRET_FWD = dict(BLOCK_M=32, BLOCK_N=16)
 INTERPRET_BWD = dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16)
 #: Shorter sequences take 64x64 blocks throughout (a 128-row block would be mostly padding).
 LONG_BLOCKS_FROM_N = 128
 SHORT_FWD = (64, 64, 4, 3)
 SHORT_BWD = (64, 64, 64, 64, 4, 3)
-# A grid of 128-row blocks with fewer programs than the GPU has SMs leaves SMs idle: such cases
-# take smaller blocks. B2 H8 N1000 D128 bf16 (128 such programs on 132 SMs), TFLOP/s full / causal,
-# H200 (`python -m kernels.tune_attention --shape 2,8,1000 --head-dims 128`): forward 64x64 w4 s3
-# 357 / 186 against the table's 330 / 186; backward 32x64|64x32 w4 s3 191 / 133 against 191 / 113
-# (64x128|128x64 s2 197 / 124, 64x64|64x64 w4 s3 168 / 76). The backward takes them when causal
-# only: full, they ran 10% slower than the table's on an H100 under `pytest --gpuperf` (112 against
-# 102 µs), where causal gained 10-14% (80-84 against 93 µs).
+# A grid of fewer 128-row programs than SMs (small_grid) takes smaller blocks: the forward always,
+# the backward only when causal (full, they ran 10% slower on an H100).
 SMALL_GRID_FWD = SHORT_FWD
 SMALL_GRID_BWD = (32, 64, 64, 32, 4, 3)
 FWD_FIELDS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")

@@ -5,11 +5,9 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
 - ``torch``: ``torch.matmul`` (cuBLAS on CUDA).
 - ``compiled``: plain ``torch.compile`` of ``torch.matmul`` (``dynamic=True``: one graph per dtype,
   no recompile per shape). Inductor lowers a lone matmul to cuBLAS: the generated wrapper is
-  ``extern_kernels.mm(arg1_1, arg2_1, out=buf0)`` (seen on the H100, torch 2.11). It generates
-  Triton GEMM templates only under ``mode="max-autotune*"``, whose autotuning compiles ~20
-  templates per shape (minutes for this suite) and reaches only ~76-82% of cuBLAS bf16 here
-  (issue 6). So ``compiled`` measures cuBLAS plus the compiled wrapper's guards (bf16 4096:
-  0.182 ms vs 0.175 ms for torch.matmul).
+  ``extern_kernels.mm(arg1_1, arg2_1, out=buf0)`` (torch 2.11). Triton GEMM templates come only
+  under ``mode="max-autotune*"``, too slow to compile for this suite (docs/kernels/matmul.md). So
+  ``compiled`` measures cuBLAS plus the compiled wrapper's guards.
 - ``triton``: tiled Triton GEMM. On Hopper (sm_90+) with TMA-compatible layouts (row-major, 16-byte
   aligned row strides and base pointers) a persistent kernel: one program per SM walks output
   tiles in grouped order (L2 reuse), loads A/B tiles with TMA tensor descriptors (out-of-bounds
@@ -24,13 +22,7 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   precision, B layout). Under ``TRITON_INTERPRET=1`` (CPU) the same kernels run untuned with one
   small config (the interpreter supports host-side tensor descriptors, so both paths, B^T
   descriptors, the swapped TF32 form and the warp-specialized form are exercised there too).
-  Measured by the suite (baselines/*.yaml, TFLOP/s, cuBLAS in brackets): H100 bf16 4096 674
-  (730), bf16 8192 702 (693), fp16 4096 663 (693), fp32 8192 43 (51); H200 (configs autotuned in
-  CUDA graphs) bf16 4096 716 (726), fp16 8192 662 (654). TF32 reached 225 (359) with the earlier
-  register-operand form; with torch's K-major copy (H100, fourth lease) 4096 273 (365), 8192 310
-  (353); with the Triton copy (``transposed``; H100, session 9) 4096 333 (366), 8192 336 (372).
-  A first device run hung inside autotuning with the warp-specialized configs in the list; they
-  are out of it since (EXPERIMENTAL_WS_CONFIGS).
+  Results and tuning history: docs/kernels/matmul.md.
 - ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT fp32 SGEMM (128x128x8 block tile,
   8x8 outputs per thread, A stored transposed in shared memory, 16-byte loads, double buffering).
   fp32 only.
@@ -154,8 +146,8 @@ def tolerance(dtype: torch.dtype | str, k: int) -> tuple[float, float]:
     The max over ~10^8 elements sits ~6 sigma out, so a correct kernel does not trip these, while
     a real bug (a K slice of 16 terms skipped or repeated, a wrong row or column) errs by ~4 or
     ~sqrt(K), well past them. Examples at K = 4096 (|c| ~ 64): bf16 (7.8e-3, 0.50: one bf16 ulp
-    at 64); fp16 (9.8e-4, 0.065); fp32 (1.2e-7, 2.5e-3); tf32 (2.0e-3, 0.31). The first device
-    run (H100, bf16 4096) measured cuBLAS at 0.39 of this allowance.
+    at 64); fp16 (9.8e-4, 0.065); fp32 (1.2e-7, 2.5e-3); tf32 (2.0e-3, 0.31). On an H100, cuBLAS
+    bf16 at 4096 used 0.39 of this allowance.
     """
     dt = storage_dtype(dtype)
     u_out = _U_OUT[dt]
@@ -274,8 +266,8 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
     SWAP_AB (TF32 with a row-major B and an M too small to pay for a B^T copy; persistent form
     only): computes C^T = B^T A^T, B^T the register operand (loaded once from shared memory,
     rounded to TF32 on the way, except under the interpreter) and A^T a K-major shared operand;
-    the accumulator is transposed once per tile. 64x16384x16384 took 0.36 ms in this form on the
-    first three H100 leases, and 0.73 ms in the pointer kernel that stood in for it on the next two.
+    the accumulator is transposed once per tile (64x16384x16384 on an H100: 0.36 ms, against 0.73
+    ms in the pointer kernel).
     EMULATED: running under TRITON_INTERPRET=1 (see _interpret_matmul).
     """
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -413,11 +405,9 @@ _TMA_TABLE: dict[tuple[str, str], list[tuple]] = {
     ],
 }
 # Warp-specialized forms (num_warps=4 per group: a TMA producer warpgroup + two wgmma consumer
-# warpgroups, 384 threads, setmaxnreg). They compile, but Triton's Hopper auto-WS is
-# experimental, and the first device run (H100, 2026-11-23) hung inside autotuning of bf16
-# 4096 with these three in the list (which config hung was not isolated: the device budget ran
-# out). Until each has been timed in isolation (its own process, with a timeout) they are not
-# autotuned; pass one as config= to try it.
+# warpgroups, 384 threads, setmaxnreg). They compile, but autotuning bf16 4096 hung on an H100
+# with them in the list (docs/kernels/matmul.md), so they are not autotuned; pass one as config=
+# to try it. perf_tests/test_matmul.py checks them under the interpreter.
 EXPERIMENTAL_WS_CONFIGS: list[tuple] = [
     (128, 256, 64, 3, 4, 1, True),
     (128, 256, 64, 4, 4, 1, True),
@@ -466,11 +456,8 @@ def _pruner(table, fields, split_by_m: bool = True):
     def prune(configs, nargs, **kwargs):
         """This dtype/precision's configs; with split_by_m, 64-row tiles exactly when M <= 64.
 
-        The pointer kernel lets all of them compete: at 4097x4095x1023 in bf16 and fp16 its
-        64x128 tile ran 265-270 µs against 286-291 for the 128x128 ones on an H100 (cold L2;
-        261 against 268-273 warm; binaries of Triton's ptxas 12.8, in a script), and with 64-row
-        tiles kept for M <= 64 it never got the case. (The suite's runs, whose kernels compiled
-        with torch's ptxas 13.0, read the 128x128 tiles at 277-279 µs there.)"""
+        The pointer kernel lets all of them compete: its 64x128 tile is the fastest at
+        4097x4095x1023 on an H100, which the M split never let it try (docs/kernels/matmul.md)."""
         wanted = set(table[_table_key(kwargs["DTYPE"], kwargs["PRECISION"], kwargs.get("SWAP_AB", False))])
         mine = [c for c in configs if _config_id(c, fields) in wanted]
         if not split_by_m:
@@ -484,10 +471,9 @@ def _pruner(table, fields, split_by_m: bool = True):
 def _autotune_bench(kernel_call, quantiles):
     """Each config timed as a CUDA graph of back-to-back calls (10 replays of up to ~5 ms; medians).
 
-    Timed call by call with events (do_bench, 20 ms), a 512^3 GEMM of 5 µs is mostly launch
-    jitter: the choice flipped between processes on two H100 leases (bf16 5.66 against 8.61 µs,
-    tf32 14.9 against 17.9 µs). A graph leaves only the kernels. The configs are ranked on a warm
-    L2 (no flush between the calls of a replay), which moves GEMMs of this size little."""
+    Timed call by call with events, a 5 µs GEMM is mostly launch jitter and the choice flipped
+    between processes; a graph leaves only the kernels. Ranked on a warm L2, which moves GEMMs of
+    this size little."""
     return triton.testing.do_bench_cudagraph(kernel_call, rep=5, quantiles=quantiles)
 
 
@@ -535,12 +521,10 @@ def _k_major(b: torch.Tensor) -> bool:
     return b.stride(0) == 1 and b.stride(1) > 1
 
 
-# TF32 with a row-major B: the B^T copy moves 8*K*N bytes, about 400/M of the multiply's time at
-# ~300 TFLOP/s and 3 TB/s, against the ~25% the K-major pipeline saves (H100: 4096^3 611 -> 503 us
-# with torch's copy, 410 us with `transposed`; 64x16384x16384 360 us -> 2.66 ms with torch's).
-# Below this M the TMA kernel computes C^T = B^T A^T with B^T as the register operand (SWAP_AB):
-# the plain form reading a row-major TF32 B copies every B tile shared -> registers -> shared
-# (64x16384x16384: 869 us; the pointer kernel 731 us; the swapped form 360 us).
+# TF32 with a row-major B copies B^T first (8*K*N bytes, about 400/M of the multiply's time) from
+# this M, where the K-major pipeline's ~25% saving pays for it; below it the TMA kernel computes
+# C^T = B^T A^T (SWAP_AB). Measurements: docs/kernels/matmul.md; guarded by
+# perf_tests/test_matmul.py (the B^T copy tests).
 TF32_TRANSPOSE_MIN_M = 2048
 
 
@@ -567,10 +551,8 @@ TRANSPOSE_BLOCK = (64, 64, 4)
 
 def transposed(b: torch.Tensor, block: tuple[int, int, int] = TRANSPOSE_BLOCK) -> torch.Tensor:
     """B^T as a contiguous N x K tensor: the Triton tile copy on a GPU (and under the interpreter)
-    for a B with unit column stride, torch's copy otherwise. On an H100 torch's
-    ``b.t().contiguous()`` moved a 4096^2 fp32 B in 139 µs (0.9 TB/s) and an 8192^2 one in 547 µs,
-    while the TF32 kernel reading the result took 368 and 2930 µs (cuBLAS TF32: 372 and 2928): the
-    copy was the whole gap to cuBLAS."""
+    for a B with unit column stride, torch's copy otherwise. The tile copy runs at copy speed,
+    where torch's ``b.t().contiguous()`` (0.9 TB/s on an H100) was the whole TF32 gap to cuBLAS."""
     if not (b.is_cuda or _INTERPRET) or b.stride(1) != 1:
         return b.t().contiguous()
     k, n = b.shape

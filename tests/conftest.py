@@ -2,5 +2,16 @@
 cannot be imported a second time, so import it once here, before any inner run does."""
 import contextlib
 
+import pytest
+
+from sim_cuda import VirtualClock, use_virtual_clock
+
 with contextlib.suppress(ImportError):
     import torch  # noqa: F401
+
+
+@pytest.fixture
+def virtual_clock(monkeypatch) -> VirtualClock:
+    """The timer's clock, simulated (tests/sim_cuda.py): durations a test asserts are simulated
+    time, the same on an idle or a busy machine."""
+    return use_virtual_clock(monkeypatch)

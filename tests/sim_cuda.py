@@ -1,10 +1,16 @@
-"""A simulated CUDA device, so the CUDA timer's path (method choice, flush, spins, graphs, event
-arithmetic) runs in CPU-only CI.
+"""A simulated CUDA device on a virtual clock, so the CUDA timer's path (method choice, flush, spins,
+graphs, event arithmetic) runs in CPU-only CI, and reads the same on an idle or a busy machine.
 
-A stream on a real-time clock (and a second one, for work a callable leaves behind): a launch
+The clock (`VirtualClock`) is shared by the device and the timer under test (`use_virtual_clock`
+puts it in place of the timer module's `time`): it advances only through the simulation (the host
+cost of a launch or an event record, a synchronize waiting for the queue, a function under test
+that says what it costs) and by a fixed tick on every read, so no `while clock() < deadline` loop
+spins forever. Python's own overhead takes no simulated time, and a stall of the real host none.
+
+A stream (and a second one, for work a callable leaves behind): a launch
 queues `ms` of work behind what is queued, starting no earlier than the host's launch (so launch
 gaps happen as on a GPU); an event is stamped when the queue reaches it, and reading an event the
-queue has not reached is an error, as on a GPU; synchronize waits (really) until both queues
+queue has not reached is an error, as on a GPU; synchronize waits until both queues
 drain. Graph capture records launches and a replay queues them back to back. Work can be given a
 host-side launch cost, which is what makes a call launch-bound, and so can recording an event
 (`record_host_ms`: with a cheap call, the event pair is then most of what the host spends per sample),
@@ -21,32 +27,70 @@ objects (one stream).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import time
 from types import SimpleNamespace
 
+# The modules whose `time` the timer under test reads: each gets the virtual clock in its place.
+TIMER_MODULES = ("pytest_gpuperf.measure.cuda_timer", "pytest_gpuperf.measure.measurement", "pytest_gpuperf.measure.timer")
 
-def _now_ms() -> float:
-    return time.perf_counter() * 1e3
+
+class VirtualClock:
+    """Simulated time, in the shape of the `time` module (perf_counter, monotonic, sleep; any other
+    attribute is the real module's). Kept in ms, the device's unit, so that a wait for an event's
+    stamp ends exactly on it. Every read moves the clock on by TICK_MS, about what a Python clock
+    read costs, so a loop that waits for a deadline ends."""
+
+    TICK_MS = 1e-3
+
+    def __init__(self) -> None:
+        self.now_ms = 0.0
+
+    def perf_counter(self) -> float:
+        self.now_ms += self.TICK_MS
+        return self.now_ms / 1e3
+
+    monotonic = perf_counter
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        """Host work that takes `seconds`."""
+        self.now_ms += max(seconds, 0.0) * 1e3
+
+    def wait_until_ms(self, t_ms: float) -> None:
+        """Block until `t_ms` (a no-op when it is past)."""
+        self.now_ms = max(self.now_ms, t_ms)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
 
 
-def _busy(ms: float) -> None:
-    end = _now_ms() + ms
-    while _now_ms() < end:
-        pass
+def use_virtual_clock(monkeypatch) -> VirtualClock:
+    """A fresh virtual clock in place of `time` in every module of TIMER_MODULES (undone by monkeypatch)."""
+    clock = VirtualClock()
+    for name in TIMER_MODULES:
+        monkeypatch.setattr(importlib.import_module(name), "time", clock)
+    return clock
 
 
 class SimDevice:
     SPIN_CYCLES_PER_MS = 1e6
 
-    def __init__(self, l2_bytes: int = 50 << 20, read_bytes_per_ms: float = 3e9) -> None:
+    def __init__(self, clock: VirtualClock, l2_bytes: int = 50 << 20, read_bytes_per_ms: float = 3e9) -> None:
+        self.clock = clock
         self.l2_bytes = l2_bytes
         self.read_bytes_per_ms = read_bytes_per_ms
-        self.free_at = 0.0  # ms (perf_counter clock) at which the queue drains
+        self.free_at = 0.0  # ms (the virtual clock) at which the queue drains
         self.side_free_at = 0.0  # the same for a second stream, which events on the first don't see
         self.capturing: list[float] | None = None
         self.record_host_ms = 0.0  # host cost of recording an event
         self.event_ms = 0.0  # GPU time of recording an event
-        self.event_latency_ms = 0.0  # extra GPU time of the first kernel queued behind an event
+        # Extra GPU time of the first kernel queued behind an event. Never quite zero on a GPU, nor here:
+        # at zero a frame around a spin costs exactly what an empty pair does, the bound of the frame
+        # calibration's range check, and float rounding of the stamps would decide whether it warns.
+        self.event_latency_ms = 0.001
         self.gap_ms = 0.0  # extra GPU time of a kernel queued eagerly behind another kernel
         self.graph_gap_ms = 0.0  # the same between the nodes of a graph
         self._behind_event = False
@@ -56,13 +100,24 @@ class SimDevice:
         self.torch = self._module()
 
     # -- the device ----------------------------------------------------------------------------
+    def now_ms(self) -> float:
+        """The host's time now (reading it costs nothing: the device's own look at the clock)."""
+        return self.clock.now_ms
+
+    def _busy(self, ms: float) -> None:
+        """Host work of `ms`."""
+        self.clock.advance(ms / 1e3)
+
+    def _wait_until(self, t_ms: float) -> None:
+        self.clock.wait_until_ms(t_ms)
+
     def launch(self, ms: float, host_ms: float = 0.0) -> None:
         """Queue `ms` of GPU work; the launch itself takes `host_ms` of host time first."""
-        _busy(host_ms)
+        self._busy(host_ms)
         if self.capturing is not None:
             self.capturing.append(ms)
             return
-        self.free_at = max(self.free_at, _now_ms()) + self._lead_ms() + ms
+        self.free_at = max(self.free_at, self.now_ms()) + self._lead_ms() + ms
 
     def _lead_ms(self) -> float:
         """What the next kernel pays before it starts: the latency behind an event, else the gap."""
@@ -79,15 +134,15 @@ class SimDevice:
     def launch_on_side_stream(self, ms: float) -> None:
         """Queue work on another stream that first waits for the measured stream's queue (torch's
         `side.wait_stream(current)` pattern), then runs beside whatever is queued after it."""
-        self.side_free_at = max(self.side_free_at, self.free_at, _now_ms()) + ms
+        self.side_free_at = max(self.side_free_at, self.free_at, self.now_ms()) + ms
 
     def stamp(self) -> float:
-        self.free_at = max(self.free_at, _now_ms())
+        self.free_at = max(self.free_at, self.now_ms())
         return self.free_at
 
     def synchronize(self) -> None:
         """The whole device: both streams."""
-        _busy(max(self.free_at, self.side_free_at) - _now_ms())
+        self._wait_until(max(self.free_at, self.side_free_at))
         self.free_at = max(self.free_at, self.side_free_at)
 
     # -- the torch surface the CUDA timer uses ----------------------------------------------------------
@@ -100,19 +155,19 @@ class SimDevice:
                 self.timing = enable_timing
 
             def record(self) -> None:
-                _busy(dev.record_host_ms)
-                drained = dev.free_at < _now_ms()
+                dev._busy(dev.record_host_ms)
+                drained = dev.free_at <= dev.now_ms()
                 self.t = dev.stamp() + (dev.idle_event_ms if drained else 0.0)
                 dev.free_at = self.t + dev.event_ms
                 dev._behind_event = True
 
             def synchronize(self) -> None:
-                _busy(self.t - _now_ms())
+                dev._wait_until(self.t)
 
             def elapsed_time(self, end: "Event") -> float:
                 if not (self.timing and end.timing):
                     raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
-                if self.t is None or end.t is None or _now_ms() < end.t:
+                if self.t is None or end.t is None or dev.now_ms() < end.t:
                     raise RuntimeError("CUDA error: device not ready (an event not yet recorded or reached)")
                 return end.t - self.t
 

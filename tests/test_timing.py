@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 
 import pytest
 
@@ -44,19 +43,18 @@ def test_one_disturbed_batch_does_not_widen_the_ci_but_a_settling_trend_does() -
     assert ci_relative(summarize(samples, few)) > 0.05
 
 
-def test_cpu_functions_are_timed_with_the_host_clock_in_batches() -> None:
-    def spin() -> int:
-        end = time.perf_counter() + 5e-4
-        while time.perf_counter() < end:
-            pass
+def test_cpu_functions_are_timed_with_the_host_clock_in_batches(virtual_clock) -> None:
+    def spin() -> int:  # 0.5 ms of host work
+        virtual_clock.advance(5e-4)
         return 7
 
-    started = time.perf_counter()
-    m = measure(spin, TimingConfig(budget_s=0.2, batch_s=0.02))
+    config = TimingConfig(budget_s=0.2, batch_s=0.02)
+    m = measure(spin, config)
     assert m.value == 7 and m.method == "cpu"
     assert 0.45 <= m.median_ms <= 1.5
     assert m.stats.samples >= 10 and len(m.batch_medians) >= TimingConfig.min_batches
-    assert time.perf_counter() - started < 1.5
+    # the first call, warm-up and sampling, which ends at most one batch past the budget
+    assert m.wall_s < 5e-4 + config.warmup_s + config.budget_s + config.batch_s
     assert m.wall_s >= m.measured_s > 0
 
 
@@ -65,8 +63,8 @@ def test_a_budget_too_small_for_one_batch_still_measures_one() -> None:
     assert m.stats.samples >= 1 and m.median_ms > 0
 
 
-def test_precision_target_stops_early_on_a_steady_function() -> None:
-    m = measure(lambda: sum(range(2000)), TimingConfig(budget_s=5.0, precision=0.5, batch_s=0.01))
+def test_precision_target_stops_early_on_a_steady_function(virtual_clock) -> None:
+    m = measure(lambda: virtual_clock.advance(2e-5), TimingConfig(budget_s=5.0, precision=0.5, batch_s=0.01))
     assert m.wall_s < 2.0  # the 50% target is met long before the 5 s budget
 
 
@@ -87,14 +85,14 @@ def test_launch_bound_counts_the_flush_in_a_samples_gpu_time(gpu_ms, host_ms, fl
 # ---- the CUDA path on a simulated device (tests/sim_cuda.py) ----------------------------------------------------
 
 @pytest.fixture
-def sim(monkeypatch):
+def sim(monkeypatch, virtual_clock):
     from pytest_gpuperf.measure import calibration, node_gap
     from sim_cuda import SimDevice
 
     monkeypatch.setattr(calibration, "_DEFAULT", calibration.Calibration())  # per-device calibrations of earlier tests
     monkeypatch.setattr(node_gap, "lookup", lambda index: node_gap.NodeGap())  # no CUPTI child for the sim
     # a ~370 µs flush: times scaled up ~10x from an H100 so that Python's own overhead stays negligible
-    return SimDevice(l2_bytes=525 << 20, read_bytes_per_ms=3e9)
+    return SimDevice(virtual_clock, l2_bytes=525 << 20, read_bytes_per_ms=3e9)
 
 
 def _run(sim, fn, prefer=None, cache="cold"):
@@ -289,12 +287,19 @@ def test_sim_warm_up_of_a_long_call_with_a_cheap_launch_waits_for_the_device(sim
     done: a 20 ms call launched in 0.1 ms, waited for only every 64th call, warmed up for 1.3 s."""
     from pytest_gpuperf.measure import cuda_timer as timing
 
-    fn = sim.kernel(20.0, host_ms=0.1)
-    timer = timing.CudaTimer(fn, TimingConfig(warmup_s=0.05), (), None, torch=sim.torch)
-    started = time.perf_counter()
+    calls = []
+
+    def fn() -> None:  # a 20 ms call launched in 0.1 ms
+        calls.append(1)
+        sim.launch(20.0, host_ms=0.1)
+
+    config = TimingConfig(warmup_s=0.05)
+    timer = timing.CudaTimer(fn, config, (), None, torch=sim.torch)
+    started = sim.now_ms()
     timer._warmup()
     sim.synchronize()
-    assert time.perf_counter() - started < 0.2  # calls 1, 2 and 4 at most: 2 x warm-up plus a call
+    assert len(calls) <= 4  # waited for after calls 1, 2 and 4 at most
+    assert sim.now_ms() - started <= 2 * config.warmup_s * 1e3 + 20.0  # 2 x warm-up plus a call
     assert timer.long_call
 
 
@@ -304,9 +309,10 @@ def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim
     fn = sim.kernel(0.25, host_ms=0.05)
     tight = timing.CudaTimer(fn, TimingConfig(precision=0.005, budget_s=5.0, warmup_s=0.02, batch_s=0.01),
                               (), None, torch=sim.torch)
-    started = time.perf_counter()
+    started = sim.now_ms()
     m = tight.run()
-    assert time.perf_counter() - started < 1.0  # a noiseless device: the CI closes long before the budget
+    # a noiseless device: the CI closes at the first check that may stop, long before the 5 s budget
+    assert sim.now_ms() - started < 1e3 and len(m.batch_medians) == TimingConfig.min_batches
     assert m.stats.samples >= TimingConfig.min_samples and len(m.batch_medians) >= TimingConfig.min_batches
 
 
