@@ -18,6 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from .ab import DEFAULT_ROUNDS
+from .core.noise import log_spread
 from .core.units import parse_percent
 from .core.verdict import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
 from .core.versions import recorded_version, timing_epoch
@@ -155,7 +157,7 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_merge(args) -> int:
-    """Combine recordings of one GPU model into one baseline whose entries carry their drift."""
+    """Combine recordings of one GPU model into one baseline whose entries hold each recording's median."""
     from .measure.peaks import merged_peaks
     from .store import baseline as baseline_mod
     from .store.results import load_recording
@@ -187,18 +189,34 @@ def _cmd_merge(args) -> int:
         recordings.append((f, _by_id(records)))
     entries, notes = baseline_mod.combine(recordings, max_drift)
     baseline_mod.save(out, device, software, entries, keep_others=False)
-    drifts = sorted(((e["drift"], name) for name, e in entries.items() if e.get("drift") is not None), reverse=True)
     print(f"gpuperf merge: {len(args.files)} recordings of {device['key']} -> {out}: {len(entries)} entries")
-    if drifts:
-        values = [d for d, _ in drifts]
-        print(f"drift (range of a test's medians across recordings): median {statistics.median(values):.1%}, "
-              f"max {values[0]:.1%}; {sum(d > 0.02 for d in values)} entries above 2%")
-        for d, name in drifts[:10]:  # the least reproducible tests: where to look first
-            if d > 0.02:
-                print(f"  {d:6.1%}  {name}")
+    spreads = sorted(((log_spread(e["history"])[0], name) for name, e in entries.items()
+                      if len(e.get("history") or []) > 1), reverse=True)
+    if spreads:
+        values = [s for s, _ in spreads]
+        print(f"run-to-run spread (sd of a test's recorded medians), {len(values)} entries of 2+ recordings: median "
+              f"{statistics.median(values):.1%}, max {values[0]:.1%}; {sum(s > 0.01 for s in values)} above 1%")
+        for s, name in spreads[:10]:  # the least reproducible tests: where to look first
+            if s > 0.01:
+                print(f"  {s:6.1%}  {name}")
     for note in notes:
         print(f"note: {note}")
     return EXIT_OK
+
+
+def _cmd_ab(args) -> int:
+    from .ab import AbError, AbRun, compare_revisions, report
+
+    threshold = parse_threshold(args.threshold) if args.threshold is not None else None
+    if args.rounds < 1:
+        raise _UsageError(f"gpuperf ab: --rounds {args.rounds}: give 1 or more")
+    try:
+        verdicts, base, head = compare_revisions(AbRun(args.pytest_args, rounds=args.rounds), Path.cwd(), args.base,
+                                                 threshold)
+    except AbError as exc:
+        print(f"gpuperf ab: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return report(verdicts, base, head, width=_width(), json_path=args.json, markdown_path=args.markdown)
 
 
 def _cmd_device(args) -> int:
@@ -231,7 +249,7 @@ def _cmd_device(args) -> int:
 
 def _parser() -> _Parser:
     p = _Parser(prog="gpuperf", description="pytest-gpuperf baselines: compare, show, plot, merge; describe the device.")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{compare,show,plot,merge,device}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{compare,ab,show,plot,merge,device}")
     c = sub.add_parser("compare", help="compare two baselines/results files; exit 1 if something got slower",
                        description="Compare OLD with NEW (baseline .yaml or results .json) with the same decision "
                                    "as `pytest --gpuperf`. Exit 0: nothing slower, 1: something slower, 2: bad input.")
@@ -260,6 +278,23 @@ def _parser() -> _Parser:
     m.add_argument("--max-drift", default=f"{MAX_DRIFT * 100:g}%",
                    help="largest spread taken as drift (default %(default)s)")
     m.set_defaults(func=_cmd_merge)
+    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--threshold PCT] [--json PATH] [--markdown PATH] "
+                                   "[-- PYTEST_ARGS...]", help="measure a base revision and the working tree on this GPU, interleaved; exit 1 "
+                                  "if something got slower",
+                       description="Check out BASE (a git revision) in a temporary worktree and run `pytest --gpuperf` "
+                                   "there and in the working tree in alternating processes (base, head, head, base, "
+                                   "...); every round after the first measures only the tests still undecided. Each "
+                                   "test is judged from its rounds. Exit 0: nothing slower, 1: something slower or a "
+                                   "test failed in the working tree, 2: bad input. Arguments after -- go to pytest.")
+    a.add_argument("base", metavar="BASE", help="the git revision to compare with, e.g. origin/main")
+    a.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                   help="pytest processes per side at most (default %(default)s)")
+    a.add_argument("--threshold", default=None,
+                   help="slowdown that counts, e.g. 5%% (default: each test's own, else 5%%)")
+    a.add_argument("--json", metavar="PATH", type=Path, default=None,
+                   help="the working tree's results and verdicts (pytest-benchmark JSON)")
+    a.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the verdict table as Markdown")
+    a.set_defaults(func=_cmd_ab)
     d = sub.add_parser("device", help="this machine's device key, properties and measured peaks")
     d.add_argument("--no-peaks", action="store_true", help="do not measure the peaks (faster)")
     d.set_defaults(func=_cmd_device)
@@ -268,14 +303,20 @@ def _parser() -> _Parser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pytest_args: list[str] = []
+    if argv[:1] == ["ab"] and "--" in argv:  # what follows -- goes to pytest untouched
+        at = argv.index("--")
+        argv, pytest_args = argv[:at], argv[at + 1:]
     try:
         try:
             args = parser.parse_args(argv)
+            args.pytest_args = pytest_args
         except SystemExit as exc:  # --help
             return int(exc.code or 0)
         if getattr(args, "func", None) is None:
             parser.print_usage(sys.stderr)
-            print("gpuperf: error: a command is required: compare, show, plot, merge or device", file=sys.stderr)
+            print("gpuperf: error: a command is required: compare, ab, show, plot, merge or device", file=sys.stderr)
             return EXIT_BAD_INPUT
         return args.func(args)
     except _UsageError as exc:

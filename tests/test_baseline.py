@@ -66,10 +66,10 @@ def test_save_load_round_trip(tmp_path):
     loaded = bl.load(path, DEVICE["key"])
     assert loaded.device == DEVICE and loaded.software == SOFTWARE
     assert loaded.recorded_at == saved.recorded_at
-    assert loaded.entries == entries(*ids)
+    assert loaded.entries == {k: dict(e, history=[1.0]) for k, e in entries(*ids).items()}  # its first recording
     doc = yaml.safe_load(path.read_text())
     assert list(doc) == ["schema_version", "device", "software", "recorded_at", "entries"]
-    assert doc["schema_version"] == bl.SCHEMA_VERSION == 1
+    assert doc["schema_version"] == bl.SCHEMA_VERSION == 2
     assert list(doc["entries"]) == sorted(ids)
     assert "data:" not in path.read_text()
     # nothing but the baseline and its lock file is left in the directory
@@ -83,18 +83,21 @@ def test_merge_keeps_unrun_entries_and_replaces_run_ones(tmp_path):
     bl.save(path, dict(DEVICE, peaks={"copy_gbps": 3100.0}), new_software, entries("t::b", "t::c", median_ms=2.0))
     b = bl.load(path, DEVICE["key"])
     assert sorted(b.entries) == ["t::a", "t::b", "t::c"]
-    assert b.entries["t::a"]["median_ms"] == 1.0  # not run: kept
-    assert b.entries["t::b"]["median_ms"] == 2.0  # run: replaced
+    assert b.entries["t::a"]["median_ms"] == 1.0 and b.entries["t::a"]["history"] == [1.0]  # not run: kept
+    assert b.entries["t::b"]["history"] == [1.0, 2.0]  # run: its median joins the history
+    assert b.entries["t::b"]["median_ms"] == pytest.approx(2 ** 0.5, rel=1e-5)  # whose center it moves to
+    assert b.entries["t::c"]["history"] == [2.0]
     assert b.software["torch"] == "2.12.0" and b.device["peaks"] == {"copy_gbps": 3100.0}
 
 
-def test_an_entry_re_recorded_with_another_timing_version_keeps_its_drift(tmp_path):
-    """Drift is a relative run-to-run spread, which a change of timing version (a ~1 µs offset) leaves
-    as it was: re-recording after an upgrade must not throw away what several leases taught."""
+def test_an_entry_re_recorded_with_another_timing_version_starts_a_new_history_and_keeps_its_drift(tmp_path):
+    """Medians of another timing version are not comparable, but a legacy drift is a relative spread,
+    which a change of timing version (a ~1 µs offset) leaves as it was."""
     path = tmp_path / "b.yaml"
-    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(entries("t::a")["t::a"], drift=0.05)})  # timing 1
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(entries("t::a", median_ms=1.1)["t::a"], drift=0.05)})  # timing 1
     bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(entries("t::a")["t::a"], timing=2)})
-    assert bl.load(path, DEVICE["key"]).entries["t::a"]["drift"] == 0.05
+    entry = bl.load(path, DEVICE["key"]).entries["t::a"]
+    assert entry["drift"] == 0.05 and entry["history"] == [1.0] and entry["median_ms"] == 1.0
 
 
 def test_combine_keeps_timing_versions_apart_but_keeps_their_drift():
@@ -105,7 +108,7 @@ def test_combine_keeps_timing_versions_apart_but_keeps_their_drift():
     assert out["t::a"]["drift"] == 0.05 and "older timing version" in notes[-1]
     host = dict(old, method="cpu"), dict(new, method="cpu")  # host clocks: versions change nothing
     out, _ = bl.combine([("a", {"t::a": host[0]}), ("b", {"t::a": host[1]})])
-    assert out["t::a"]["median_ms"] == pytest.approx(1.05)
+    assert out["t::a"]["median_ms"] == pytest.approx(1.1 ** 0.5, rel=1e-5)
 
 
 @pytest.mark.parametrize("timing", ["fast", 0, -1, 2.5, None, True])
@@ -138,8 +141,8 @@ BAD_FILES = {
     "not-a-mapping": ("- 1\n- 2\n", "not a gpuperf baseline"),
     "empty": ("", "empty"),
     "no-schema": ("device: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n", "no schema_version"),
-    "wrong-schema": ("schema_version: 2\ndevice: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n",
-                     "schema_version 2 is not supported"),
+    "wrong-schema": ("schema_version: 3\ndevice: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n",
+                     "schema_version 3 is not supported"),
     "bool-schema": ("schema_version: true\ndevice: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n",
                     "schema_version True is not supported"),
     "no-device": ("schema_version: 1\nentries: {}\n", "'device' must be a mapping"),
@@ -354,18 +357,26 @@ def test_concurrent_thread_writers_lose_nothing(tmp_path):
     assert len(bl.load(path, DEVICE["key"]).entries) == 32
 
 
-def test_combine_takes_the_median_of_medians_and_their_range_as_drift():
+def test_combine_keeps_each_recordings_median_in_the_history_and_moves_to_their_center():
     a = {"t::x": result("t::x", 21.7e-3), "t::y": result("t::y", 1.0)}
     b = {"t::x": result("t::x", 24.7e-3), "t::z": result("t::z", 2.0)}
     out, notes = bl.combine([("a.yaml", a), ("b.json", b)])
     assert notes == []
-    x = out["t::x"]
-    assert x["median_ms"] == pytest.approx(23.2e-3)
-    assert x["drift"] == pytest.approx(24.7 / 21.7 - 1, rel=1e-4)
-    assert x["ci_ms"] == pytest.approx([23.2e-3 * 0.995, 23.2e-3 * 1.005], rel=1e-5)  # moved with the median
-    assert x["gbps"] == pytest.approx(1500.0 * 24.7 / 23.2, rel=1e-5)  # rates move inversely
-    assert "drift" not in out["t::y"] and "drift" not in out["t::z"]  # one recording each: nothing learned
-    assert out["t::z"]["median_ms"] == 2.0
+    x, center = out["t::x"], (21.7e-3 * 24.7e-3) ** 0.5
+    assert x["history"] == [21.7e-3, 24.7e-3] and "drift" not in x
+    assert x["median_ms"] == pytest.approx(center, rel=1e-5)
+    assert x["ci_ms"] == pytest.approx([center * 0.995, center * 1.005], rel=1e-5)  # moved with the median
+    assert x["gbps"] == pytest.approx(1500.0 * 24.7e-3 / center, rel=1e-5)  # rates move inversely
+    assert out["t::y"]["history"] == [1.0] and out["t::z"]["median_ms"] == 2.0
+
+
+def test_combine_extends_a_stored_history_and_keeps_the_window():
+    from pytest_gpuperf.core.noise import HISTORY_WINDOW
+
+    stored = dict(bl.entry_from_result(result("t::x", 1.0)), history=[1.0 + i / 1000 for i in range(HISTORY_WINDOW)])
+    out, _ = bl.combine([("old.yaml", {"t::x": stored}), ("new.json", {"t::x": result("t::x", 1.05)})])
+    history = out["t::x"]["history"]
+    assert len(history) == HISTORY_WINDOW and history[-1] == 1.05 and history[0] == 1.001
 
 
 def test_combine_keeps_the_larger_drift_already_learned():
@@ -391,7 +402,8 @@ def test_combine_only_combines_recordings_of_the_newest_method():
     b = {"t::x": result("t::x", 1.1, method="graph")}
     c = {"t::x": result("t::x", 1.12, method="graph")}
     out, notes = bl.combine([("a", a), ("b", b), ("c", c)])
-    assert out["t::x"]["method"] == "graph" and out["t::x"]["median_ms"] == pytest.approx(1.11)
+    assert out["t::x"]["method"] == "graph" and out["t::x"]["median_ms"] == pytest.approx(1.11, rel=1e-3)
+    assert out["t::x"]["history"] == [1.1, 1.12]
     assert "measured events/cold (method/cache) in older recordings and graph/cold in c" in notes[0]
 
 
@@ -414,8 +426,8 @@ def test_rerecording_an_entry_keeps_its_drift_when_measured_the_same_way(tmp_pat
                                      "t::b": dict(result("t::b"), drift=0.07)})
     bl.save(path, DEVICE, SOFTWARE, {"t::a": result("t::a", 1.1), "t::b": result("t::b", 1.1, method="graph")})
     b = bl.load(path)
-    assert b.entries["t::a"]["drift"] == 0.07 and b.entries["t::a"]["median_ms"] == 1.1
-    assert "drift" not in b.entries["t::b"]
+    assert b.entries["t::a"]["drift"] == 0.07 and b.entries["t::a"]["history"] == [1.0, 1.1]
+    assert "drift" not in b.entries["t::b"] and b.entries["t::b"]["history"] == [1.1]
 
 
 def test_save_without_keeping_others_writes_exactly_the_entries(tmp_path):

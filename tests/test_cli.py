@@ -240,15 +240,15 @@ def test_installed_console_script(files):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "nope.yaml" in proc.stderr
 
 
-def test_merge_learns_drift_and_then_compare_is_quiet(files, capsys, tmp_path):
+def test_merge_learns_the_spread_and_then_compare_is_quiet(files, capsys, tmp_path):
     later = write_baseline(tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml", [0.10, 0.0985, 0.085])
     out = tmp_path / "merged.yaml"
     code, text, err = run(["merge", str(files["old"]), str(later), "-o", str(out)], capsys)
     assert code == 0, err
     assert "2 recordings of nvidia-h100-80gb-hbm3" in text and "3 entries" in text
-    assert f"   9.4%  {IDS[1]}" in text  # the least reproducible tests are listed
+    assert f"   6.4%  {IDS[1]}" in text  # the least reproducible tests are listed (sd of log 0.09, 0.0985)
     merged = bl.load(out)
-    assert merged.entries[IDS[1]]["drift"] == pytest.approx(0.0985 / 0.09 - 1, rel=1e-4)
+    assert merged.entries[IDS[1]]["history"] == [0.09, 0.0985]
     assert merged.software == SOFTWARE and merged.device["key"] == DEVICE["key"]
     # the 9% swing seen between two recordings is no regression against the merged baseline
     assert run(["compare", str(out), str(later)], capsys)[0] == 0
@@ -265,18 +265,19 @@ def test_merge_and_compare_keep_timing_versions_apart(files, capsys, tmp_path):
     assert code == 0, err
     assert "note: 3 tests (e.g. " in text and "also recorded with an older timing version" in text
     merged = bl.load(out)
-    assert merged.entries[IDS[1]]["median_ms"] == pytest.approx(0.0985) and "drift" not in merged.entries[IDS[1]]
+    assert merged.entries[IDS[1]]["median_ms"] == pytest.approx(0.0985) and merged.entries[IDS[1]]["history"] == [0.0985]
     code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
     assert "3 test(s) were timed with different timing versions" in err and "version 1 in" in err
 
 
 def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):
-    results = [dict(r, median_ms=r["median_ms"] * 1.02) for r in results_store.results_from_baseline(bl.load(files["old"]))]
+    results = [dict(r, median_ms=r["median_ms"] * 1.02, history=None)  # a run's result: one median of its own
+               for r in results_store.results_from_baseline(bl.load(files["old"]))]
     js = tmp_path / "run.json"
     results_store.write_json(js, results, DEVICE, SOFTWARE, "2026-11-23T12:00:00")
     code, text, err = run(["merge", str(files["old"]), str(js), "-o", str(files["old"])], capsys)
     assert code == 0, err
-    assert bl.load(files["old"]).entries[IDS[0]]["drift"] == pytest.approx(0.02, rel=1e-3)
+    assert bl.load(files["old"]).entries[IDS[0]]["history"] == pytest.approx([0.1, 0.102])
 
 
 def test_merge_bad_input_is_exit_2(files, capsys, tmp_path):
@@ -305,13 +306,15 @@ def test_merge_keeps_peaks_and_survives_null_ones(files, capsys, tmp_path):
     assert bl.load(out).device["peaks"] == {"copy_gbps": 3100.0, "bf16_tflops": 738.0, "fp32_tflops": 51.0}
 
 
-def test_show_has_a_drift_column_for_merged_baselines(files, capsys, tmp_path):
+def test_show_has_a_runs_column_for_merged_baselines(files, capsys, tmp_path):
     later = write_baseline(tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml", [0.10, 0.0985, 0.085])
     out = tmp_path / "merged.yaml"
     run(["merge", str(files["old"]), str(later), "-o", str(out)], capsys)
     code, text, _ = run(["show", str(out)], capsys)
-    assert code == 0 and "drift" in text
-    row = next(line for line in text.splitlines() if "triton-float32-4096x4096" in line)
-    assert "9.4%" in row
+    lines = text.splitlines()
+    header = next(line for line in lines if " runs" in line)
+    row = next(line for line in lines if "triton-float32-4096x4096" in line)
+    at = header.index("runs") + len("runs")
+    assert code == 0 and row[at - 4:at].strip() == "2"  # two recordings in its history
     code, text, _ = run(["compare", str(out), str(later)], capsys)
     assert code == 0

@@ -178,10 +178,12 @@ def test_save_then_compare_gates_a_real_slowdown(suite: pytest.Pytester, monkeyp
     saved = suite.runpytest("--gpuperf", "--gpuperf-save", *FAST)
     saved.assert_outcomes(passed=2)
     saved.stdout.fnmatch_lines(["*saved 2 entries to*"])
-    # a recording keeps the fastest of 1 + gpuperf_retries runs per test, as a suspect result does
-    saved.stdout.fnmatch_lines(["*; 4 repeated runs (suspects re-measured, or recordings))*"])
+    # a recording is one run per test: its median joins the entry's history
+    assert "repeated runs" not in saved.stdout.str()
     stored = _baseline(suite)
-    assert stored["schema_version"] == 1 and stored["device"]["key"].startswith("cpu-")
+    assert stored["schema_version"] == 2 and stored["device"]["key"].startswith("cpu-")
+    fast = stored["entries"]["test_scaled.py::test_fast"]
+    assert fast["history"] == [fast["median_ms"]]
     assert set(stored["entries"]) == {"test_scaled.py::test_fast", "test_scaled.py::test_tolerant"}
     assert "data" not in stored["entries"]["test_scaled.py::test_fast"]
 

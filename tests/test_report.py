@@ -70,11 +70,20 @@ def make_results(seed=0, slow=None, with_baseline=True):
                 r["pct_of_peak"] /= 1.2
                 r["gbps"] /= 1.2
             v = judge(base, r, 0.05)
-            r.update(verdict=v.time, memory_verdict=v.memory, change=v.change, baseline=base, threshold=0.05)
+            r.update(verdict=v.time, memory_verdict=v.memory, change=v.change, baseline=base, threshold=0.05,
+                     noise_bound=v.noise_bound, fixed_bound=v.fixed_bound)
     return out
 
 
 # ---- terminal ----------------------------------------------------------------------------------------------
+
+
+def column(lines, name):
+    """A terminal table's column by its (right-aligned) header: {first cell of each row: its cell}."""
+    header = next(line for line in lines if line.lstrip().startswith("param"))
+    end = header.index(name) + len(name)
+    return {line.split()[0]: line[:end].split()[-1] for line in lines
+            if line.startswith("  ") and not line.lstrip().startswith("param")}
 
 
 def test_terminal_lines_grouped_sorted_human_units():
@@ -84,11 +93,16 @@ def test_terminal_lines_grouped_sorted_human_units():
     assert all(len(line) <= 120 for line in lines), max(lines, key=len)
     assert "NVIDIA H100 80GB HBM3" in lines[0]
     assert lines.index("test_matmul") < lines.index("test_softmax")
-    for word in ("median", "±noise", "GB/s", "TFLOP/s", "% peak", "peak mem", "vs base", "verdict"):
+    for word in ("median", "±noise", "detects", "GB/s", "TFLOP/s", "% peak", "peak mem", "vs base", "verdict"):
         assert word in text
+    assert "drift" not in text and "runs" not in text
     assert " µs" in text and " ms" in text and "MiB" in text and "GiB" in text
     slow_row = next(line for line in lines if "triton-float32-4096x4096" in line)
     assert "+20.0%" in slow_row and slow_row.rstrip().endswith("slower")
+    # each judged row shows its smallest detectable change, under the "detects" header
+    slow = next(r for r in results if r["param"] == "triton-float32-4096x4096")
+    detects = column(lines[lines.index("test_softmax"):], "detects")
+    assert detects[slow["param"]] == f"{slow['noise_bound'] * 100:.1f}%" and 0 < slow["noise_bound"] < 0.05
     # the impls of one case are adjacent
     rows = [line.split()[0] for line in lines if line.startswith("  ") and "float32-4096x4096" in line]
     assert rows == ["cuda-float32-4096x4096", "torch-float32-4096x4096", "triton-float32-4096x4096"]
@@ -131,7 +145,12 @@ def test_markdown_is_a_table(tmp_path):
     assert len(seps) == 2
     rows = [line for line in table if line not in headers and line not in seps]
     assert len(rows) == len(results)
-    assert all(line.count("|") == 10 for line in rows)
+    assert all(line.count("|") == 11 for line in rows)
+    columns = [c.strip() for c in headers[0].strip("|").split("|")]
+    assert "detects" in columns and "drift" not in columns and "runs" not in columns
+    slow = next(r for r in results if r["param"] == "triton-float32-4096x4096")
+    slow_row = next(line for line in rows if "`triton-float32-4096x4096`" in line)
+    assert slow_row.strip("|").split("|")[columns.index("detects")].strip() == f"{slow['noise_bound'] * 100:.1f}%"
     assert "### Regressions" in md and "triton-float32-4096x4096" in md and "**slower**" in md
     path = tmp_path / "sub" / "summary.md"
     md_report.write_markdown(path, results, DEVICE, SOFTWARE)
@@ -338,13 +357,82 @@ def test_report_module_does_not_import_torch_or_matplotlib():
 
 
 def test_summary_says_how_many_unsure_results_could_not_see_the_threshold():
+    results = make_results(with_baseline=False)[:6]
+    # a judged test's noise bound is its smallest detectable change; `threshold` the configured one
+    for r, verdict, bound in zip(results, ("unsure", "unsure", "unsure", "unsure", "same", "slower"),
+                                 (0.26, 0.061, 0.08, 0.049, 0.02, 0.09)):
+        r.update(verdict=verdict, noise_bound=bound, threshold=0.05)
+    lines = report_table.terminal_lines(results, DEVICE)
+    assert lines[-1] == ("6 measured: 1 slower, 4 unsure (3 could not see a 5% change; they could see 6.1-26%, "
+                         "median 8.0%), 1 same")
+    assert f"**{lines[-1]}**" in md_report.markdown(results, DEVICE, SOFTWARE)
+
+
+def test_summary_of_unsure_tests_with_different_thresholds():
     results = make_results(with_baseline=False)[:3]
-    results[0].update(verdict="unsure", fixed_bound=0.26, threshold=0.05)  # a 2 µs kernel under the 0.5 µs floor
-    results[1].update(verdict="unsure", fixed_bound=0.011, threshold=0.05)  # a noisy run: measuring again can tell
-    results[2].update(verdict="same", fixed_bound=0.011, threshold=0.05)
-    line = report_table.terminal_lines(results, DEVICE)[-1]
-    assert line == ("3 measured: 2 unsure (1 too short or too variable between runs for their threshold to be "
-                    "seen), 1 same")
+    results[0].update(verdict="unsure", noise_bound=0.12, threshold=0.1)
+    results[1].update(verdict="unsure", noise_bound=0.04, threshold=0.02)
+    results[2].update(verdict="unsure")  # could not compare medians: no bound
+    assert report_rows.summary_counts(results) == (
+        "3 measured: 3 unsure (2 could not see a change of their threshold (2-10%); they could see 4.0-12%)")
+    results[1].update(noise_bound=0.01)
+    assert report_rows.summary_counts(results) == (
+        "3 measured: 3 unsure (1 could not see a 10% change; it could see 12%)")
+
+
+def test_detects_column_shows_each_judged_tests_noise_bound():
+    results = make_results(with_baseline=False)[:2]
+    results[0].update(verdict="same", noise_bound=0.021, threshold=0.05)
+    results[1].update(verdict="new")  # no bound: no detectable change to show
+    lines = report_table.terminal_lines(results, DEVICE)
+    assert column(lines, "detects") == {results[0]["param"]: "2.1%", results[1]["param"]: "-"}
+
+
+def test_show_of_a_baseline_has_a_runs_column(tmp_path):
+    results = make_results(with_baseline=False)[:3]
+    entries = {r["nodeid"]: bl.entry_from_result(r) for r in results}
+    ids = list(entries)
+    entries[ids[0]]["history"] = [1.0, 1.01, 0.99]
+    entries[ids[1]]["history"] = [1.0]
+    entries[ids[2]].pop("history", None)  # a schema 1 entry: one recording
+    base = bl.Baseline(tmp_path / "b.yaml", DEVICE, SOFTWARE, "2026-11-23T10:00:00Z", entries)
+    lines = report_table.terminal_lines(results_store.results_from_baseline(base), DEVICE)
+    header = next(line for line in lines if line.lstrip().startswith("param"))
+    assert "detects" not in header and "drift" not in header
+    assert column(lines, "runs") == {results[0]["param"]: "3", results[1]["param"]: "1", results[2]["param"]: "1"}
+    md = md_report.markdown(results_store.results_from_baseline(base), DEVICE, SOFTWARE)
+    assert "| runs |" in md
+    # entries of one recording each (and a plain run's records) say nothing there: the column is left out
+    entries[ids[0]]["history"] = [1.0]
+    lines = report_table.terminal_lines(results_store.results_from_baseline(base), DEVICE)
+    assert not any("runs" in line for line in lines)
+    assert not any("runs" in line for line in report_table.terminal_lines(results, DEVICE))
+
+
+def test_compare_lines_show_detects_and_what_the_unsure_could_see():
+    old = {f"t.py::test_k[{p}]": {"median_ms": 0.002, "noise": noise, "samples": 40}
+           for p, noise in (("a", 0.05), ("b", 0.2), ("c", 0.4))}
+    old["t.py::test_k[d]"] = {"median_ms": 1.0, "noise": 0.005, "samples": 200, "ci_ms": [0.999, 1.001]}
+    new = {k: dict(v) for k, v in old.items()}
+    new["t.py::test_k[d]"].update(median_ms=1.2, ci_ms=[1.199, 1.201])
+    verdicts = {k: judge(old[k], new[k], 0.05) for k in old}
+    lines = report_table.compare_lines(verdicts, old, new)
+    header = next(line for line in lines if line.lstrip().startswith("param"))
+    assert "detects" in header and "noise ±" not in header
+    assert column(lines, "detects") == {p: f"{verdicts[f't.py::test_k[{p}]'].noise_bound * 100:.1f}%"
+                                        for p in "abcd"}
+    unsure = [v for v in verdicts.values() if v.time == "unsure"]
+    assert len(unsure) == 3 and all(v.noise_bound > v.threshold for v in unsure)
+    bounds = sorted(v.noise_bound for v in unsure)
+    (threshold,) = {v.threshold for v in unsure}  # held to the 0.25 µs a 2 µs kernel can show
+
+    def pct(x):
+        return f"{x * 100:.1f}%" if x < 0.1 else f"{x * 100:.0f}%"
+
+    seen = pct(bounds[0]) if pct(bounds[0]) == pct(bounds[-1]) else f"{pct(bounds[0])[:-1]}-{pct(bounds[-1])}"
+    summary = next(line for line in lines if line.startswith("4 tests: "))
+    assert summary == (f"4 tests: 1 slower, 3 unsure (3 could not see a {threshold * 100:.3g}% change; they could "
+                       f"see {seen}, median {pct(bounds[1])})")
 
 
 def test_time_line_says_where_the_session_went():

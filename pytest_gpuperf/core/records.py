@@ -72,6 +72,7 @@ class Result:
     # set once the gate has run
     remeasured: int = field(default=0, metadata=_json(24))
     first_call_s: float = field(default=0.0, metadata=_json(28))
+    history: list[float] | None = field(default=None, metadata=_json(29))  # one median per process (A/B rounds)
     threshold: float | None = field(default=None, metadata=_json(22))
     baseline: dict | None = None  # the stored entry compared against
     # set only when the result was judged (absent otherwise)
@@ -102,8 +103,8 @@ JSON_EXTRA_KEYS = tuple(f.name for f in sorted((f for f in fields(Result) if "js
 
 @dataclass
 class Entry:
-    """One test's stored baseline entry (a subset of Result, plus the run-to-run drift that merging
-    recordings learns). Field order is the YAML's key order."""
+    """One test's stored baseline entry: a subset of Result, plus the medians of its recent
+    recordings, from which the gate learns its run-to-run spread. Field order is the YAML's key order."""
 
     median_ms: float
     mean_ms: float | None = None
@@ -123,13 +124,15 @@ class Entry:
     sm_clock_mhz: int | None = None
     throttle: list[str] | None = None  # NVML throttle reasons seen while measuring
     group: str | None = None  # the marker's group, for `gpuperf show`
-    drift: float | None = None  # range of the medians `gpuperf merge` combined (largest / smallest - 1)
+    history: list[float] | None = None  # the median of each recent recording, oldest first (core.noise)
+    drift: float | None = None  # schema 1 only: the range of the medians merged into it (largest / smallest - 1)
 
     def to_dict(self) -> dict[str, Any]:
-        """The YAML mapping: every field but an unset drift."""
+        """The YAML mapping: every field but an unset history or drift."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        if out["drift"] is None:
-            del out["drift"]
+        for optional in ("history", "drift"):
+            if out[optional] is None:
+                del out[optional]
         return out
 
     @classmethod

@@ -1,30 +1,23 @@
-"""The regression decision, shared by the pytest plugin and ``gpuperf compare``.
+"""The regression decision, shared by the pytest plugin, `gpuperf compare` and `gpuperf ab`.
 
-A test is ``slower`` only when its slowdown is beyond the noise bound (the change that the noise of
-the two sides can explain: the slowdown is real) and the slowdown may be as large as the threshold
-(default 5%): the measured change, plus its uncertainty, reaches the threshold. The noise bound is
-
-    noise_bound = sqrt(h_base**2 + h_now**2) + NOISE_FLOOR + NOISE_FLOOR_MS / base_ms + drift
-
-where h is the relative half-width of one side's 95% confidence interval of its median ("ci_ms"
-when the record has it, else the normal approximation Z * 1.2533 * noise / sqrt(samples)), the
-floors cover the run-to-run variation (clocks, power, thermal state, placement) that no within-run
-statistic can see, and drift is the run-to-run variation measured for this very test: the range of
-its medians over the recordings that `gpuperf merge` combined into the baseline entry.
-
-The SM clock NVML reports is shown in the message but is not part of the bound: the sampled clock
-does not explain the time (docs/measurement-evidence.md).
+Each side is one or more medians of the test, one per process: a baseline entry's recent recordings
+(`history`), this run's median, or the rounds of one side of an A/B run. The change is the ratio of
+the two sides' centers; the noise bound is the change that the test's run-to-run spread (learned from
+both sides' medians with a prior, `core.noise`) and this run's own sampling error can explain. A
+test's threshold is at least the prior's smallest meaningful change over its median (0.25 µs against
+a stored baseline, 0.05 µs in an A/B run), so a kernel of a few microseconds is held to a change it
+can show.
 
 Verdicts (for time; memory uses the same words):
   slower   change > noise_bound and change + min(noise_bound, MARGIN_SHARE * threshold) >= threshold:
            the slowdown is real and could be threshold-sized, so a slowdown of exactly the threshold
-           is caught, not half the time. The margin is capped, so the cut never falls below 70% of
-           the threshold (3.5% at 5%).
+           is caught, not half the time; the cut never falls below 70% of the threshold.
   faster   the same, mirrored
   unsure   |change| > threshold but within the noise bound, or the noise bound itself exceeds the
            threshold (a threshold-sized slowdown could not have been seen)
   same     otherwise
   new      no baseline entry;  missing: a baseline entry that was not run
+The noise bound is also each test's smallest detectable change, which the reports show.
 """
 
 from __future__ import annotations
@@ -34,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from . import noise
+from .noise import ACROSS_MACHINES, Prior
 from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent
 
 T = TypeVar("T")
@@ -43,12 +38,6 @@ T = TypeVar("T")
 Z = 1.96
 #: Relative standard error of the median of n normal samples is sqrt(pi/2) * sigma / sqrt(n).
 MEDIAN_SE_FACTOR = 1.2533
-#: Run-to-run variation added to every noise bound: medians measured in two processes differ by more
-#: than their within-run intervals suggest (clocks, power state, memory placement).
-NOISE_FLOOR = 0.01
-#: Run-to-run variation in absolute time, which dominates for launch-bound kernels: a change smaller
-#: than this is never evidence.
-NOISE_FLOOR_MS = 0.0005
 #: Peak-memory changes smaller than this many bytes are never a verdict (allocator rounding, workspaces).
 MEMORY_ABS_FLOOR = 1 << 20
 #: The share of the threshold by which a measured change may fall short of it and still count, when
@@ -107,28 +96,43 @@ def relative_halfwidth(record: dict) -> float:
     return Z * MEDIAN_SE_FACTOR * noise / math.sqrt(max(samples, 1.0))
 
 
-def _floors(base: dict, now: dict) -> float:
-    """The run-to-run floors (relative and absolute) plus the drift measured for this test."""
-    base_ms = as_number(base.get("median_ms")) or 0.0
-    absolute = NOISE_FLOOR_MS / base_ms if base_ms > 0 else 0.0
-    return NOISE_FLOOR + absolute + drift(base, now)
+def medians(record: dict) -> list[float]:
+    """A side's medians, one per process: its `history` where it has one, else its median."""
+    history = [m for m in (record.get("history") or []) if (as_number(m) or 0) > 0]
+    return history or [float(record["median_ms"])]
 
 
-def fixed_bound(base: dict, now: dict) -> float:
-    """The part of the noise bound that no re-measurement of `now` can shrink: the floors, the drift
-    and the baseline's own CI half-width."""
-    return relative_halfwidth(base) + _floors(base, now)
+def legacy_sd(base: dict) -> float | None:
+    """A schema-1 entry's `drift` read as a run-to-run sd, until the entry has recordings enough."""
+    drift = as_number(base.get("drift"))
+    if not drift or len(medians(base)) >= noise.LEGACY_UNTIL:
+        return None
+    return drift * noise.LEGACY_RANGE_TO_SD
 
 
-def drift(base: dict, now: dict) -> float:
-    """The run-to-run drift `gpuperf merge` measured for this test (either side may carry it)."""
-    return max(as_number(base.get("drift")) or 0.0, as_number(now.get("drift")) or 0.0, 0.0)
+def spread(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> noise.Spread:
+    """The test's pooled run-to-run spread from both sides' medians."""
+    return noise.pooled_spread(medians(base), medians(now), prior, legacy_sd=legacy_sd(base))
 
 
-def noise_bound(base: dict, now: dict) -> float:
-    """The relative change that the noise of both sides and run-to-run drift (the floors, and the
-    drift measured for this test) can explain."""
-    return math.hypot(relative_halfwidth(base), relative_halfwidth(now)) + _floors(base, now)
+def _sampling_sd(now: dict) -> float:
+    """This run's own sampling error (a single median's; rounds already hold theirs in their spread)."""
+    return relative_halfwidth(now) / Z if len(medians(now)) == 1 else 0.0
+
+
+def noise_bound(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> float:
+    """The relative change that the run-to-run spread and this run's sampling error can explain."""
+    return spread(base, now, prior).bound(_sampling_sd(now))
+
+
+def fixed_bound(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> float:
+    """The part of the noise bound that no re-measurement of `now` can shrink."""
+    return spread(base, now, prior).bound()
+
+
+def effective_threshold(threshold: float, base_ms: float, prior: Prior = ACROSS_MACHINES) -> float:
+    """The threshold a test is held to: at least the prior's smallest meaningful change of its median."""
+    return max(threshold, prior.min_change_ms / base_ms) if base_ms > 0 else threshold
 
 
 def _judge_memory(base: dict, now: dict, threshold: float) -> tuple[str, float | None, str]:
@@ -151,8 +155,9 @@ def _judge_memory(base: dict, now: dict, threshold: float) -> tuple[str, float |
     return verdict, change, text
 
 
-def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
-    """Decide one test: ``base`` is the stored baseline entry, ``now`` this run's result record."""
+def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = ACROSS_MACHINES) -> Verdict:
+    """Decide one test: ``base`` is the stored baseline entry, ``now`` this run's result record;
+    `prior` is the spread expected of the two sides before their own medians say more."""
     threshold = float(threshold)
     if base is None and now is None:
         return Verdict("missing", "missing", None, None, None, None, threshold, None,
@@ -172,8 +177,11 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
                        f"unsure: cannot compare medians (baseline {fmt_ms(base_ms)}, now {fmt_ms(now_ms)})"
                        + (f"; memory {memory}: {mem_text}" if memory != "same" else ""))
 
+    base_ms, now_ms = noise.center(medians(base)), noise.center(medians(now))
     change = now_ms / base_ms - 1.0
-    bound = noise_bound(base, now)
+    threshold = effective_threshold(threshold, base_ms, prior)
+    pooled = spread(base, now, prior)
+    bound = pooled.bound(_sampling_sd(now))
     # Real (beyond the noise) and possibly threshold-sized (within the noise of it): a gate that
     # waited for the measured change itself to pass the threshold would catch a slowdown of exactly
     # the threshold's size only half of the time.
@@ -188,11 +196,11 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
 
     memory, memory_change, mem_text = _judge_memory(base, now, threshold)
 
-    learned = drift(base, now)
-    of_which = f", of which {learned * 100:.1f}% this test's drift between recordings" if learned else ""
+    sides = f"{pooled.n_base} vs {pooled.n_now} runs, " if pooled.n_base > 1 or pooled.n_now > 1 else ""
     parts = [
         f"{time}: baseline {fmt_ms(base_ms)}, now {fmt_ms(now_ms)}, change {fmt_change(change)}"
-        f" (threshold {threshold * 100:.3g}%, noise ±{bound * 100:.1f}%{of_which})"
+        f" (threshold {threshold * 100:.3g}%, noise ±{bound * 100:.1f}%: {sides}run-to-run sd "
+        f"{pooled.sigma * 100:.2f}%)"
     ]
     if time == "unsure":
         if abs(change) > threshold:
@@ -208,7 +216,7 @@ def judge(base: dict | None, now: dict | None, threshold: float) -> Verdict:
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
-                   fixed_bound(base, now))
+                   pooled.bound())
 
 
 def beyond(change: float, bound: float, threshold: float) -> bool:
@@ -226,9 +234,8 @@ def is_suspect(v: Verdict) -> bool:
     re-measurement could turn into `slower`. The plugin keeps the fastest of its measurements, so
     the change can only shrink, and the bound cannot fall below `fixed_bound` nor reach the change:
     an unsure result can become slower only if the change is beyond `fixed` and reaches the
-    threshold with the largest margin such a bound allows. A kernel of a few µs
-    under the absolute floor, or a test with a large drift, stays unsure however often it is
-    measured, and is not re-measured."""
+    threshold with the largest margin such a bound allows. A test whose run-to-run spread alone
+    exceeds its threshold stays unsure however often it is measured, and is not re-measured."""
     if v.time == "slower" or v.memory == "slower":
         return True
     if v.time != "unsure" or v.change is None:
@@ -259,13 +266,13 @@ def remeasure_while_suspect(base: dict | None, run: Callable[[], tuple[dict, T]]
 
 
 def recording_runs(retries: int) -> int:
-    """Runs per test when a baseline is recorded: as many as a suspect result may get (1 + retries),
-    so a baseline entry is the fastest of as many runs as the result compared with it."""
-    return retries + 1
+    """Runs per test when a baseline is recorded: one. An entry keeps one median per recording in its
+    history, and the gate compares single runs with it; the spread of those runs is what it learns."""
+    return 1
 
 
 def judge_all(base_entries: dict[str, dict], now_results: dict[str, dict], threshold: float,
-              thresholds: dict[str, float] | None = None) -> dict[str, Verdict]:
+              thresholds: dict[str, float] | None = None, prior: Prior = ACROSS_MACHINES) -> dict[str, Verdict]:
     """Judge every test id present on either side; ``thresholds`` overrides per test id.
 
     Returns test id -> Verdict, sorted by test id; ids only in the baseline are "missing", ids only in
@@ -273,5 +280,5 @@ def judge_all(base_entries: dict[str, dict], now_results: dict[str, dict], thres
     thresholds = thresholds or {}
     out = {}
     for key in sorted(set(base_entries) | set(now_results)):
-        out[key] = judge(base_entries.get(key), now_results.get(key), thresholds.get(key, threshold))
+        out[key] = judge(base_entries.get(key), now_results.get(key), thresholds.get(key, threshold), prior)
     return out

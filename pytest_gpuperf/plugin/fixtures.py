@@ -78,8 +78,11 @@ class GpuBenchmark:
             base = perf.baseline.entries.get(self._item.nodeid)
         totals = {"wall_s": 0.0, "measured_s": 0.0, "first_call_s": 0.0}  # all attempts: the test's cost
 
+        planned = settings.plan.methods.get(self._item.nodeid) if settings.plan else None
+        prefer = planned or (base or {}).get("method")
+
         def run() -> tuple[dict, Measurement]:
-            measurement = measure(call, settings.timing, inputs=inputs, prefer=(base or {}).get("method"),
+            measurement = measure(call, settings.timing, inputs=inputs, prefer=prefer,
                                   calibration=perf.calibration)
             for key in totals:
                 totals[key] += getattr(measurement, key)

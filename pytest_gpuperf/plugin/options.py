@@ -11,6 +11,7 @@ import pytest
 from ..core.records import CacheMode
 from ..core.verdict import parse_threshold
 from ..measure.timer import TimingConfig
+from ..store.plan import Plan
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -37,6 +38,8 @@ def add_options(parser: pytest.Parser) -> None:
                     help="stop sampling once the median's 95%% CI is within this (default 0.5%%)")
     group.addoption("--gpuperf-budget", metavar="SECONDS",
                     help="sampling time budget per measurement (default 1.0)")
+    group.addoption("--gpuperf-ab-plan", metavar="FILE",
+                    help="(written by `gpuperf ab`) run only the tests it lists, timed the way it says")
     parser.addini("gpuperf_baseline_dir", "directory of <device-key>.yaml baselines", default="baselines")
     parser.addini("gpuperf_threshold", "slowdown that counts as a regression", default="5%")
     parser.addini("gpuperf_cache", "cold or warm L2 between samples", default="cold")
@@ -104,6 +107,7 @@ class Settings:
     plot_dir: Path | None
     trace_dir: Path | None
     device_index: int | None
+    plan: Plan | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -118,6 +122,12 @@ class Settings:
             raise pytest.UsageError(f"--gpuperf-device: {device!r} is not a device index (0, 1, ...)")
         budget = _parse(config, "gpuperf_budget", "gpuperf_budget", _positive_float)
         path = lambda opt: None if config.getoption(opt) is None else Path(config.getoption(opt))  # noqa: E731
+        plan = None
+        if config.getoption("gpuperf_ab_plan") is not None:
+            try:
+                plan = Plan.read(path("gpuperf_ab_plan"))
+            except ValueError as exc:
+                raise pytest.UsageError(f"--gpuperf-ab-plan: {exc}") from None
         return cls(
             enabled=bool(config.getoption("gpuperf")),
             threshold=_parse(config, "gpuperf_threshold", "gpuperf_threshold", parse_threshold),
@@ -136,6 +146,7 @@ class Settings:
             plot_dir=path("gpuperf_plot"),
             trace_dir=path("gpuperf_trace_dir"),
             device_index=None if device is None else int(device),
+            plan=plan,
         )
 
 

@@ -150,7 +150,15 @@ class GpuPerf:
         that names nothing), so there the test itself fails with the message.
 
         Under --gpuperf, tests that use gpu_profile run after all the others (in their own order):
-        torch.profiler leaves CUPTI attached to the process, which slows every later launch."""
+        torch.profiler leaves CUPTI attached to the process, which slows every later launch. A
+        `gpuperf ab` round runs only the tests its plan lists."""
+        plan = self.settings.plan
+        if plan is not None and plan.select is not None:
+            keep = set(plan.select)
+            dropped = [item for item in items if item.nodeid not in keep]
+            if dropped:
+                items[:] = [item for item in items if item.nodeid in keep]
+                self.config.hook.pytest_deselected(items=dropped)
         for item in items:
             try:
                 marker_threshold(item, self.settings.threshold)

@@ -3,15 +3,16 @@ summary lines. Records group by what tests declare: the marker's `group`, else t
 from __future__ import annotations
 
 import re
+import statistics
 from typing import Any, Iterable
 
 from ..core.records import nodeid_name, nodeid_param, record_group
 from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate
 
-__all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "device_line", "fmt_change", "fmt_mem", "fmt_pct",
-           "fmt_rate", "grouped", "kept_columns", "middle_truncate", "natural_key", "nodeid_name",
+__all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "detects_text", "device_line", "fmt_change", "fmt_mem",
+           "fmt_pct", "fmt_rate", "grouped", "kept_columns", "middle_truncate", "natural_key", "nodeid_name",
            "nodeid_param", "param_width", "peaks_text", "record_group", "row_key", "series_and_case", "summary_counts",
-           "time_line", "verdict_text"]
+           "time_line", "verdict_parts", "verdict_text"]
 
 
 def fmt_mem(x: Any) -> str:
@@ -67,27 +68,62 @@ def verdict_text(r: dict) -> str:
     return v
 
 
-def _unresolvable(r: dict) -> bool:
-    """An unsure result that no re-measurement could resolve: its floors and drift exceed the threshold."""
-    fixed, threshold = as_number(r.get("fixed_bound")), as_number(r.get("threshold"))
-    return fixed is not None and threshold is not None and fixed > threshold
+#: The order verdicts are counted in, in the summaries.
+VERDICT_ORDER = ("slower", "unsure", "faster", "same", "new", "missing")
+
+
+def _pct(x: float) -> str:
+    """A relative change as a short percentage: '6.2%' below 10%, '14%' above."""
+    return fmt_pct(x * 100, 1 if x < 0.1 else 0)
+
+
+def _unseen_text(pairs: list[tuple[float, float]]) -> str:
+    """How many unsure tests could not see a change of their threshold and what they could see, from
+    their (noise_bound, threshold) pairs: '12 could not see a 5% change; they could see 6.1-14%,
+    median 8.0%'. Empty when none."""
+    if not pairs:
+        return ""
+    bounds = sorted(b for b, _ in pairs)
+    thresholds = sorted({t for _, t in pairs})
+    if len(thresholds) == 1:
+        change = f"a {thresholds[0] * 100:.3g}% change"
+    else:
+        change = f"a change of their threshold ({thresholds[0] * 100:.3g}-{thresholds[-1] * 100:.3g}%)"
+    low, high = _pct(bounds[0]), _pct(bounds[-1])
+    seen = low if low == high else f"{low[:-1]}-{high}"
+    if len(bounds) >= 3:
+        seen += f", median {_pct(statistics.median(bounds))}"
+    if len(pairs) == 1:
+        return f"1 could not see {change}; it could see {seen}"
+    return f"{len(pairs)} could not see {change}; they could see {seen}"
+
+
+def verdict_parts(judged: Iterable[tuple[str | None, float | None, float | None]]) -> list[str]:
+    """'2 slower', '31 unsure (12 could not see ...)', ... from each test's (verdict, noise_bound,
+    threshold): an unsure test whose noise bound, its smallest detectable change, exceeds its threshold
+    could not have seen a threshold-sized change, however it turned out."""
+    counts: dict[str, int] = {}
+    unseen = []
+    for verdict, bound, threshold in judged:
+        if not verdict:
+            continue
+        counts[verdict] = counts.get(verdict, 0) + 1
+        if verdict == "unsure" and bound is not None and threshold is not None and bound > threshold:
+            unseen.append((bound, threshold))
+    parts = [f"{counts[v]} {v}" for v in VERDICT_ORDER if counts.get(v)]
+    if unseen:
+        i = parts.index(f"{counts['unsure']} unsure")
+        parts[i] += f" ({_unseen_text(unseen)})"
+    return parts
 
 
 def summary_counts(results: list[dict]) -> str:
-    counts: dict[str, int] = {}
-    for r in results:
-        v = r.get("verdict")
-        if v:
-            counts[v] = counts.get(v, 0) + 1
+    """The session's summary line: tests measured, counted by verdict, and what the unsure could see."""
     mem_slower = sum(1 for r in results if r.get("memory_verdict") == "slower")
     measured = sum(1 for r in results if r.get("verdict") != "missing")
     text = f"{measured} measured"
-    order = ("slower", "unsure", "faster", "same", "new", "missing")
-    parts = [f"{counts[v]} {v}" for v in order if counts.get(v)]
-    blind = sum(1 for r in results if r.get("verdict") == "unsure" and _unresolvable(r))
-    if blind:
-        i = next(k for k, p in enumerate(parts) if p.endswith(" unsure"))
-        parts[i] += f" ({blind} too short or too variable between runs for their threshold to be seen)"
+    parts = verdict_parts((r.get("verdict"), as_number(r.get("noise_bound")), as_number(r.get("threshold")))
+                          for r in results)
     if mem_slower:
         parts.append(f"{mem_slower} with more peak memory")
     return text + (": " + ", ".join(parts) if parts else "")
@@ -137,7 +173,8 @@ def device_line(device: dict | None) -> str:
 COLUMNS = (  # header, width, align
     ("median", 10, ">"),
     ("±noise", 7, ">"),
-    ("drift", 6, ">"),  # a merged baseline's run-to-run spread (gpuperf show)
+    ("detects", 7, ">"),  # a judged test's smallest detectable change: its noise bound
+    ("runs", 4, ">"),  # an unjudged entry's recordings, from which the gate learns its spread (gpuperf show)
     ("GB/s", 7, ">"),
     ("TFLOP/s", 7, ">"),
     ("% peak", 6, ">"),
@@ -146,13 +183,27 @@ COLUMNS = (  # header, width, align
 )
 
 
+def detects_text(noise_bound: float | None) -> str:
+    """A test's smallest detectable change (its noise bound) as a percentage; '-' when not judged."""
+    return fmt_pct(None if noise_bound is None else noise_bound * 100)
+
+
+def runs_text(r: dict) -> str:
+    """The recordings an unjudged record's `history` holds ('1' without one); '-' for a judged record,
+    whose detectable change says more."""
+    if r.get("verdict"):
+        return "-"
+    history = r.get("history")
+    return str(len(history)) if isinstance(history, list) and history else "1"
+
+
 def cells_of(r: dict) -> list[str]:
     noise = as_number(r.get("noise"))
-    drift = as_number(r.get("drift"))
     return [
         fmt_ms(as_number(r.get("median_ms"))),
         "-" if noise is None else f"{noise * 100:.1f}%",
-        "-" if drift is None else f"{drift * 100:.1f}%",
+        detects_text(as_number(r.get("noise_bound"))),
+        runs_text(r),
         fmt_rate(r.get("gbps")),
         fmt_rate(r.get("tflops")),
         fmt_pct(r.get("pct_of_peak")),
@@ -166,11 +217,15 @@ def cells_of(r: dict) -> list[str]:
 PARAM_MIN_WIDTH = 60
 
 
+#: Cells that leave a column empty: "runs" says something only where some entry has more than one.
+_BLANK = {"runs": ("-", "", "1")}
+
+
 def kept_columns(rows) -> list[int]:
     """Indices of the COLUMNS that some row fills (the median always)."""
     rows = list(rows)
     return [k for k, (name, _, _) in enumerate(COLUMNS)
-            if name == "median" or any(cells[k] not in ("-", "") for cells in rows)]
+            if name == "median" or any(cells[k] not in _BLANK.get(name, ("-", "")) for cells in rows)]
 
 
 def param_width(longest: int, room: int) -> int:

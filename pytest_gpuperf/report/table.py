@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ..core.units import fmt_ms
-from .rows import (COLUMNS, cells_of, device_line, fmt_change, grouped, kept_columns, middle_truncate, natural_key,
-                   nodeid_name, nodeid_param, param_width, row_key, summary_counts, verdict_text)
+from .rows import (COLUMNS, cells_of, detects_text, device_line, fmt_change, grouped, kept_columns, middle_truncate, natural_key,
+                   nodeid_name, nodeid_param, param_width, row_key, summary_counts, verdict_parts,
+                   verdict_text)
 
 
 def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[str]:
@@ -54,7 +55,7 @@ def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], wi
         records.append((key, rec, v))
     if not records:
         return ["nothing to compare: both files are empty"]
-    heads = ("old", "new", "change", "noise ±", "mem", "verdict")
+    heads = ("old", "new", "change", "detects", "mem", "verdict")
     widths = (10, 10, 8, 8, 8, max(7, max(len(v.time) for _, _, v in records)))
     fixed = sum(w + 2 for w in widths)
     longest = max(len(str(rec.get("param") or nodeid_param(key) or nodeid_name(key))) for key, rec, _ in records)
@@ -75,19 +76,16 @@ def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], wi
             if v.memory_change is not None and mem:
                 mem = fmt_change(v.memory_change)
             cells = (fmt_ms(v.base_ms) if v.base_ms else "-", fmt_ms(v.now_ms) if v.now_ms else "-",
-                     fmt_change(v.change), "" if v.noise_bound is None else f"{v.noise_bound * 100:.1f}%",
+                     fmt_change(v.change), "" if v.noise_bound is None else detects_text(v.noise_bound),
                      mem)
             line = "  " + f"{middle_truncate(label, param_w):<{param_w}}"
             line += "".join(f"  {c:>{w}}" for c, w in zip(cells, widths))
             line += f"  {v.time}" + {"slower": " (more memory)", "faster": " (less memory)"}.get(v.memory, "")
             lines.append(line.rstrip())
         lines.append("")
-    counts: dict[str, int] = {}
-    for _, _, v in records:
-        counts[v.time] = counts.get(v.time, 0) + 1
     mem_slower = sum(1 for _, _, v in records if v.memory == "slower")
-    order = ("slower", "unsure", "faster", "same", "new", "missing")
-    summary = f"{len(records)} tests: " + ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
+    summary = f"{len(records)} tests: " + ", ".join(verdict_parts((v.time, v.noise_bound, v.threshold)
+                                                                  for _, _, v in records))
     if mem_slower:
         summary += f", {mem_slower} with more peak memory"
     lines.append(summary)

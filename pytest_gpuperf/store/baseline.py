@@ -2,16 +2,19 @@
 
 One file per device model, ``<baseline dir>/<device key>.yaml``::
 
-    schema_version: 1
+    schema_version: 2
     device: {key: ..., name: ..., capability: "9.0", sm_count: 132, memory_gib: 79.2, peaks: {...}}
     software: {torch: ..., triton: ..., cuda: ..., driver: ...}
     recorded_at: '2026-11-23T10:00:00Z'
     entries:
-      <test node id>: {median_ms: ..., noise: ..., samples: ..., drift: ..., ...}
+      <test node id>: {median_ms: ..., noise: ..., samples: ..., history: [...], ...}
 
-``drift`` (optional) is the test's run-to-run variation: the range (largest / smallest - 1) of the
-medians of the recordings of one GPU model that :func:`combine` merged. Within-run statistics cannot
-see it, so the comparison adds it to the noise bound.
+``history`` holds the median of each of the test's recent recordings (at most
+``core.noise.HISTORY_WINDOW``, oldest first), from which the gate learns the test's run-to-run
+spread; ``median_ms`` is their center. Schema 1 files (no history; ``drift``, the range of the medians
+merged into an entry) are read as entries of one recording, their drift counting as one more
+observation of the spread until the entry has recordings of its own (``core.noise.LEGACY_UNTIL``);
+they are written back as schema 2.
 
 Reading uses ``yaml.safe_load``; every problem with a file raises :class:`BaselineError` whose message
 names the file, says what is wrong and how to fix it. A file that cannot be validated is never
@@ -23,19 +26,21 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ..core import records
+from ..core import noise, records
 from ..core.files import atomic_write_text, file_mode
 from ..core.plain import plain
+from ..core.verdict import medians
 from ..core.versions import recorded_version, timing_epoch
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Schema versions this version reads (1: before the history window).
+READABLE_SCHEMAS = (1, 2)
 
 #: Keys kept per entry, in the YAML's order (a result's other keys, e.g. its samples, stay out).
 ENTRY_KEYS = records.ENTRY_KEYS
@@ -126,17 +131,32 @@ def _how(entry: dict) -> tuple[str, str]:
     return str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown")
 
 
+def with_history(newest: dict, history: list[float], legacy_drift: float | None = None) -> dict:
+    """`newest` moved to the center of `history` (bounded to the window) and holding it, with a legacy
+    drift while it still counts (core.noise.LEGACY_UNTIL)."""
+    history = noise.window(history)
+    entry = _with_median(newest, noise.center(history))
+    entry["history"] = [_round(m) for m in history]
+    entry.pop("drift", None)
+    if legacy_drift and len(history) < noise.LEGACY_UNTIL:
+        entry["drift"] = _round(legacy_drift)
+    return entry
+
+
+def _alike(a: dict, b: dict) -> bool:
+    """Were two entries measured alike (method, cache and timing version), so their medians compare?"""
+    return _how(a) == _how(b) and timing_epoch(a) == timing_epoch(b)
+
+
 def combine(recordings: list[tuple[str, dict[str, dict]]],
             max_drift: float = MAX_DRIFT) -> tuple[dict[str, dict], list[str]]:
     """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
 
-    Per test, the recordings measured the way the newest one was (timing method and cache mode) are
-    combined: the entry takes the median of the medians of those timed alike (versions.timing_epoch),
-    and `drift` becomes their range (largest / smallest - 1), or the drift an input of that method and cache
-    already carried if that is larger: drift is the largest run-to-run spread seen for the test, and
-    only a merge of fresh recordings lowers it.
-    Where the range exceeds `max_drift` the test really changed between recordings (or one
-    recording is broken): the newest entry is kept as it is. Records that are not valid entries are
+    Per test, the recordings measured the way the newest one was (timing method, cache mode and
+    timing version) are combined: their medians (a stored entry's whole history) make the entry's
+    history, bounded to the window, and the entry moves to their center. Where they differ by more
+    than `max_drift` (largest / smallest - 1) the test really changed between recordings, or one
+    recording is broken: the newest entry is kept as it is. Records that are not valid entries are
     left out. Returns (entries, notes): a note for each test not combined as a whole."""
     ids = sorted({name for _, entries in recordings for name in entries})
     out: dict[str, dict] = {}
@@ -162,29 +182,22 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             others = sorted({"/".join(_how(e)) for _, e in recs if _how(e) != how})
             notes.append(f"{name}: measured {', '.join(others)} (method/cache) in older recordings and "
                          f"{'/'.join(how)} in {label}: only the {'/'.join(how)} ones are combined")
-        # Medians of another timing version differ by the change of method, which is not drift; the
-        # drift they learned (a relative run-to-run spread) still holds.
-        same = [e for e in same_how if timing_epoch(e) == timing_epoch(newest)]
+        same = [e for e in same_how if _alike(e, newest)]
         if len(same) < len(same_how):
             older_versions.append(name)
-        medians = [e["median_ms"] for e in same]
-        spread = max(medians) / min(medians) - 1.0
+        history = [m for e in same for m in medians(e)]
+        spread = max(history) / min(history) - 1.0
         if spread > max_drift:
-            notes.append(f"{name}: medians {', '.join(f'{m:.4g}' for m in medians)} ms differ by "
+            notes.append(f"{name}: medians {', '.join(f'{m:.4g}' for m in history)} ms differ by "
                          f"{spread:.0%}, more than {max_drift:.0%}: kept {label}'s entry as it is (a real "
                          f"change, or a broken recording)")
             out[name] = newest
             continue
-        entry = _with_median(newest, statistics.median(medians))
-        drift = max([spread] + [e["drift"] for e in same_how if _is_number(e.get("drift"))])
-        entry.pop("drift", None)
-        if drift > 0:
-            entry["drift"] = _round(drift)
-        out[name] = entry
+        legacy = max((e["drift"] for e in same_how if _is_number(e.get("drift"))), default=None)
+        out[name] = with_history(newest, history, legacy)
     if older_versions:
         notes.append(f"{len(older_versions)} tests (e.g. {older_versions[0]}) were also recorded with an older "
-                     f"timing version: only the newest version's medians are combined, the drift learned from "
-                     f"the older ones is kept")
+                     f"timing version: only the newest version's medians are combined")
     return out, notes
 
 
@@ -205,6 +218,10 @@ def _entry_problem(entry: Any) -> str | None:
     samples = entry.get("samples")
     if samples is not None and samples < 1:
         return f"samples must be >= 1, got {samples!r}"
+    history = entry.get("history")
+    if history is not None and not (isinstance(history, list) and history and all(
+            _is_number(v) and math.isfinite(v) and v > 0 for v in history)):
+        return f"history must be a list of positive medians in ms, got {history!r}"
     ci = entry.get("ci_ms")
     if ci is not None:
         if not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(v) and math.isfinite(v) for v in ci)
@@ -240,10 +257,10 @@ def _validate(path: Path, data: Any, device_key: str | None) -> Baseline:
     version = data.get("schema_version")
     if version is None:
         raise BaselineError(f"{path}: no schema_version, so this is not a gpuperf baseline file; {fix_regen}")
-    if isinstance(version, bool) or version != SCHEMA_VERSION:
+    if isinstance(version, bool) or version not in READABLE_SCHEMAS:
         raise BaselineError(
-            f"{path}: schema_version {version!r} is not supported (this pytest-gpuperf reads version "
-            f"{SCHEMA_VERSION}); re-record it with this version (`pytest --gpuperf --gpuperf-save` after "
+            f"{path}: schema_version {version!r} is not supported (this pytest-gpuperf reads versions "
+            f"{', '.join(map(str, READABLE_SCHEMAS))}); re-record it with this version (`pytest --gpuperf --gpuperf-save` after "
             f"deleting the file) or use the pytest-gpuperf version that wrote it"
         )
     device = data.get("device")
@@ -342,8 +359,8 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
 
     Under a file lock (``<path>.lock``): re-read and validate the existing file (a corrupt or foreign
     file raises BaselineError and is left untouched), keep the entries that were not run and replace
-    the ones that were (a re-recorded entry keeps the drift learned for it, when measured the same
-    way) -- or, with `keep_others` False, hold exactly `entries` --, update
+    the ones that were (a re-recorded entry measured alike adds its median to the entry's history)
+    -- or, with `keep_others` False, hold exactly `entries` --, update
     device/software/recorded_at, write to a temporary file in the same directory and ``os.replace``
     it over the old one. Safe for concurrent writers (threads, processes, pytest-xdist workers)."""
     from filelock import FileLock, Timeout
@@ -374,10 +391,13 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
         with lock:
             old = _read(path, device["key"])
             previous = old.entries if old is not None else {}
-            for name, entry in entries.items():
-                before = previous.get(name) or {}
-                if keep_others and "drift" not in entry and "drift" in before and _how(before) == _how(entry):
-                    entry["drift"] = before["drift"]
+            if keep_others:  # a recording adds its median to the history of an entry measured alike
+                for name, entry in entries.items():
+                    before = previous.get(name) or {}
+                    history = (medians(before) if before and _alike(before, entry) else []) + [entry["median_ms"]]
+                    # a legacy drift is a relative spread, which a new timing version leaves as it was
+                    legacy = entry.get("drift") or (before.get("drift") if before and _how(before) == _how(entry) else None)
+                    entries[name] = with_history(entry, history, legacy)
             merged = dict(previous) if keep_others else {}
             merged.update(entries)
             recorded_at = _utc_now()

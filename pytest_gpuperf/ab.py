@@ -1,0 +1,234 @@
+"""`gpuperf ab BASE -- <pytest args>`: a base revision and the working tree measured on one GPU in
+alternating pytest processes, each test judged from its rounds (the recommended PR gate).
+
+BASE is checked out with `git worktree` into a temporary folder. Round 1 runs every selected test
+on each side (base first); later rounds run only the tests still `slower` or `unsure`, in the
+other order (base, head, head, base, ...), so that clocks, power and placement fall on both sides
+alike. Each side's medians, one per process, are compared by the same noise model as a baseline's
+recordings (`core.noise`), with the prior for two sides measured on one machine. Both sides are
+measured by the plugin installed in this environment: only the code under test differs.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .core.noise import SAME_MACHINE, center
+from .core.records import Method
+from .core.verdict import DEFAULT_THRESHOLD, Verdict, is_regression, judge
+from .store.plan import Plan
+from .store.results import load_recording
+
+#: Most pytest processes per side; every round after the first runs only the undecided tests.
+DEFAULT_ROUNDS = 3
+#: pytest exit codes that still leave results to judge: all passed, some tests failed.
+_PYTEST_RAN = (0, 1)
+_PYTEST_NO_TESTS = 5
+#: Runs pytest without the current directory on sys.path (as `python -m pytest` would put it), so
+#: the base checkout's own copy of a package never shadows the installed plugin.
+_PYTEST_MAIN = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; " \
+               "import pytest; sys.exit(pytest.console_main())"
+
+
+class AbError(Exception):
+    """Bad input or a side that could not be measured: one line, exit status 2."""
+
+
+@dataclass
+class Side:
+    """One side of the comparison: where its checkout lives and what each round measured."""
+
+    label: str
+    revision: str
+    root: Path
+    rounds: list[dict[str, dict]] = field(default_factory=list)
+    failed: int = 0
+    seconds: float = 0.0
+    device: dict | None = None
+    software: dict = field(default_factory=dict)
+
+    def combined(self) -> dict[str, dict]:
+        """Test id -> the side's rounds of it as one record (see `combined`)."""
+        ids = sorted(set().union(*self.rounds))
+        return {i: combined([r[i] for r in self.rounds if i in r]) for i in ids}
+
+
+def git(args: Sequence[str], cwd: Path) -> str:
+    """Run git, returning its stdout; AbError with git's own message when it fails."""
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise AbError("gpuperf ab needs the git command on PATH") from None
+    if proc.returncode != 0:
+        message = (proc.stderr or proc.stdout).strip().splitlines()
+        raise AbError(f"git {' '.join(args)}: {message[-1] if message else f'exit {proc.returncode}'}")
+    return proc.stdout.strip()
+
+
+@contextlib.contextmanager
+def base_checkout(repo: Path, revision: str) -> Iterator[tuple[Path, str]]:
+    """A detached worktree of `revision`, removed afterwards; yields (its root, the commit)."""
+    try:
+        commit = git(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], repo)
+    except AbError:
+        raise AbError(f"BASE {revision!r} is not a commit of the repository at {repo}") from None
+    holder = Path(tempfile.mkdtemp(prefix="gpuperf-ab-"))
+    root = holder / "base"
+    try:
+        git(["worktree", "add", "--detach", "--quiet", str(root), commit], repo)
+        yield root, commit
+    finally:
+        with contextlib.suppress(AbError):
+            git(["worktree", "remove", "--force", str(root)], repo)
+        shutil.rmtree(holder, ignore_errors=True)
+        with contextlib.suppress(AbError):
+            git(["worktree", "prune"], repo)
+
+
+Runner = Callable[[list[str], Path, Path], int]
+
+
+def run_pytest(args: list[str], cwd: Path, log: Path) -> int:
+    """One pytest process, its output in `log`; returns its exit status."""
+    with open(log, "w", encoding="utf-8") as out:
+        return subprocess.run([sys.executable, "-c", _PYTEST_MAIN, *args], cwd=cwd, stdout=out,
+                              stderr=subprocess.STDOUT, check=False).returncode
+
+
+@dataclass
+class AbRun:
+    """An A/B comparison: the pytest arguments, how many rounds at most, and how to run pytest."""
+
+    pytest_args: list[str]
+    rounds: int = DEFAULT_ROUNDS
+    runner: Runner = run_pytest
+    say: Callable[[str], None] = print
+
+    def measure(self, side: Side, cwd: Path, work: Path, index: int, plan: Plan) -> None:
+        """One pytest process of `side`; its results become the side's next round."""
+        stem = f"round{index + 1}-{side.label}"
+        json_path, log = work / f"{stem}.json", work / f"{stem}.log"
+        args = [*self.pytest_args, "--gpuperf", "--gpuperf-no-compare", f"--gpuperf-json={json_path}"]
+        if plan.select is not None or plan.methods:
+            plan_path = work / f"{stem}.plan.json"
+            plan.write(plan_path)
+            args.append(f"--gpuperf-ab-plan={plan_path}")
+        started = time.perf_counter()
+        status = self.runner(args, cwd, log)
+        seconds = time.perf_counter() - started
+        side.seconds += seconds
+        if status not in _PYTEST_RAN or not json_path.exists():
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
+            what = "collected no tests" if status == _PYTEST_NO_TESTS else f"exited with status {status}"
+            raise AbError(f"{side.label} ({side.revision}): pytest {what}: {' | '.join(tail) or 'no output'}")
+        side.device, side.software, records = load_recording(json_path)
+        side.rounds.append({r["nodeid"]: r for r in records if r.get("median_ms")})
+        failed = _failed_count(log) if status == 1 else 0
+        side.failed = max(side.failed, failed)
+        self.say(f"gpuperf ab: round {index + 1}, {side.label} ({side.revision}): {len(records)} results "
+                 f"in {seconds:.0f} s" + (f", {failed} failed" if failed else ""))
+
+
+def _failed_count(log: Path) -> int:
+    """How many tests pytest's last summary line says failed (1 when it does not say)."""
+    lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    match = re.search(r"(\d+) (failed|error)", lines[-1]) if lines else None
+    return int(match.group(1)) if match else 1
+
+
+def combined(records: list[dict]) -> dict:
+    """A side's rounds of one test as one record: the last round's record with every round's median
+    in `history` and their center as the median."""
+    record = dict(records[-1])
+    record["history"] = [r["median_ms"] for r in records]
+    record["median_ms"] = center(record["history"])
+    return record
+
+
+def judge_sides(base: Side, head: Side, threshold: float | None) -> dict[str, Verdict]:
+    """Each test of either side judged from its rounds (test id -> Verdict)."""
+    old, new = base.combined(), head.combined()
+    out = {}
+    for nodeid in sorted(old.keys() | new.keys()):
+        recorded = (new.get(nodeid) or old[nodeid]).get("threshold")
+        limit = threshold if threshold is not None else recorded if recorded is not None else DEFAULT_THRESHOLD
+        out[nodeid] = judge(old.get(nodeid), new.get(nodeid), float(limit), prior=SAME_MACHINE)
+    return out
+
+
+def first_methods(side: Side) -> dict[str, str]:
+    """The timing method each test took in the side's first round (events or graph), for the others to use."""
+    timed = (Method.EVENTS.value, Method.GRAPH.value)
+    return {i: r["method"] for i, r in side.rounds[0].items() if r.get("method") in timed}
+
+
+def undecided(verdicts: dict) -> list[str]:
+    """Tests another round could still decide: `slower` ones (to confirm) and `unsure` ones."""
+    return sorted(k for k, v in verdicts.items() if v.time in ("slower", "unsure"))
+
+
+def compare_revisions(run: AbRun, cwd: Path, revision: str, threshold: float | None) -> tuple[dict, Side, Side]:
+    """Measure `revision` and the working tree in alternating rounds; returns the verdicts and both sides."""
+    repo = Path(git(["rev-parse", "--show-toplevel"], cwd)).resolve()
+    relative = Path(cwd).resolve().relative_to(repo)
+    with base_checkout(repo, revision) as (base_root, commit), \
+            tempfile.TemporaryDirectory(prefix="gpuperf-ab-runs-") as tmp:
+        if not (base_root / relative).is_dir():
+            raise AbError(f"{relative} does not exist at {revision} ({commit[:10]}): run gpuperf ab from a "
+                          f"directory both revisions have")
+        base = Side("base", f"{revision} {commit[:10]}", base_root)
+        head = Side("head", "working tree", repo)
+        verdicts: dict[str, Verdict] = {}
+        plan = Plan()
+        for index in range(max(run.rounds, 1)):
+            for side in ((base, head) if index % 2 == 0 else (head, base)):
+                run.measure(side, side.root / relative, Path(tmp), index, plan)
+                if not plan.methods:  # every later process times each test as the base's first did
+                    plan.methods = first_methods(base)
+            verdicts = judge_sides(base, head, threshold)
+            plan.select = undecided(verdicts)
+            if not plan.select:
+                break
+            if index + 1 < run.rounds:
+                run.say(f"gpuperf ab: {len(plan.select)} test(s) undecided after round {index + 1}; "
+                        f"measuring them again")
+    return verdicts, base, head
+
+
+def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int = 120,
+           json_path: Path | None = None, markdown_path: Path | None = None,
+           say: Callable[[str], None] = print) -> int:
+    """Print the verdict table and the cost, write the requested files; returns the exit status."""
+    from .report.markdown import write_markdown
+    from .report.table import compare_lines
+    from .store.results import write_json
+
+    old, new = base.combined(), head.combined()
+    say(f"gpuperf ab: {base.revision} -> {head.revision}")
+    say("\n".join(compare_lines(verdicts, old, new, width=width)))
+    processes = len(base.rounds) + len(head.rounds)
+    say(f"gpuperf ab: {processes} pytest processes, {base.seconds + head.seconds:.0f} s (base {base.seconds:.0f} s, "
+        f"head {head.seconds:.0f} s); rounds per side: {len(base.rounds)}")
+    results = []
+    for nodeid, record in new.items():
+        v = verdicts[nodeid]
+        results.append(dict(record, baseline=old.get(nodeid), verdict=v.time, memory_verdict=v.memory,
+                            change=v.change, memory_change=v.memory_change, noise_bound=v.noise_bound,
+                            fixed_bound=v.fixed_bound, message=v.message, regression=is_regression(v)))
+    if json_path is not None:
+        started = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+        write_json(json_path, results, head.device or {}, head.software, started)
+    if markdown_path is not None:
+        write_markdown(markdown_path, results, head.device or {}, head.software)
+    if head.failed:
+        say(f"gpuperf ab: {head.failed} test(s) failed in the working tree")
+    return 1 if head.failed or any(is_regression(v) for v in verdicts.values()) else 0

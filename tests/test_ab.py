@@ -1,0 +1,157 @@
+"""`gpuperf ab`: two revisions of a tiny git repository, measured in alternating pytest processes
+(base, head, head, base), undecided tests measured again, the base worktree removed afterwards."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf import ab, cli
+from pytest_gpuperf.store import results as results_store
+from pytest_gpuperf.store.plan import Plan
+
+pytest_plugins = ["pytester"]
+
+SPIN = """
+import time
+
+DELAY = {delay}
+
+
+def spin():
+    end = time.perf_counter() + DELAY
+    while time.perf_counter() < end:
+        pass
+
+
+def test_spin(gpu_benchmark):
+    gpu_benchmark(spin)
+
+
+def test_other(gpu_benchmark):
+    gpu_benchmark(lambda: None)
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(pytester: pytest.Pytester) -> Path:
+    """A repository whose committed test spins 2 ms (HEAD); the working tree is left to each test."""
+    root = pytester.path
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "ci@example.com")
+    git(root, "config", "user.name", "ci")
+    (root / "test_spin.py").write_text(SPIN.format(delay=0.002))
+    git(root, "add", "test_spin.py")
+    git(root, "commit", "-q", "-m", "base")
+    return root
+
+
+def worktrees(repo: Path) -> int:
+    return git(repo, "worktree", "list").count("\n")
+
+
+def test_a_real_slowdown_in_the_working_tree_fails(repo: Path, capsys) -> None:
+    (repo / "test_spin.py").write_text(SPIN.format(delay=0.008))  # 4x slower, not committed
+    code = cli.main(["ab", "HEAD", "--rounds", "2", "--json", str(repo / "ab.json"), "--markdown",
+                     str(repo / "ab.md"), "--", "-q", "-p", "no:cacheprovider", "-o", "gpuperf_budget=0.05",
+                     "test_spin.py::test_spin"])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert "round 1, base (HEAD" in out and "round 1, head (working tree)" in out
+    assert "REGRESSION test_spin.py::test_spin" in out and "slower" in out
+    assert "4 pytest processes" in out  # a slower verdict is confirmed in a second round (head, then base)
+    doc = json.loads((repo / "ab.json").read_text())
+    record = doc["benchmarks"][0]["extra_info"]
+    assert record["verdict"] == "slower" and len(record["history"]) == 2
+    assert "slower" in (repo / "ab.md").read_text()
+    assert worktrees(repo) == 1  # the base checkout is gone
+
+
+def fake_runner(medians: dict[str, dict[str, float]], calls: list) -> ab.Runner:
+    """A pytest that 'measures' each test at a fixed median per side (told apart by its directory),
+    honouring the plan's selection, and records what it was asked."""
+
+    def run(args: list[str], cwd: Path, log: Path) -> int:
+        side = "head" if (cwd / "HEAD_MARK").exists() else "base"
+        json_path = Path(next(a for a in args if a.startswith("--gpuperf-json=")).split("=", 1)[1])
+        plan_arg = next((a for a in args if a.startswith("--gpuperf-ab-plan=")), None)
+        plan = Plan.read(Path(plan_arg.split("=", 1)[1])) if plan_arg else Plan()
+        ids = plan.select if plan.select is not None else sorted(medians[side])
+        calls.append((side, list(ids), dict(plan.methods)))
+        results = [{"nodeid": i, "name": i, "param": "", "group": "g", "median_ms": medians[side][i],
+                    "noise": 0.001, "samples": 100, "ci_ms": [medians[side][i] * 0.999, medians[side][i] * 1.001],
+                    "method": "events", "threshold": 0.05} for i in ids]
+        results_store.write_json(json_path, results, {"key": "sim"}, {}, "2026-11-25T00:00:00")
+        log.write_text(f"{len(ids)} passed\n")
+        return 0
+
+    return run
+
+
+def test_rounds_alternate_and_only_undecided_tests_run_again(repo: Path) -> None:
+    (repo / "HEAD_MARK").write_text("")  # untracked: the base checkout has no such file
+    medians = {"base": {"t::same": 1.0, "t::slow": 1.0, "t::noisy": 1.0},
+               "head": {"t::same": 1.0, "t::slow": 1.2, "t::noisy": 1.0}}
+    calls: list = []
+    lines: list[str] = []
+    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls), say=lines.append)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD", None)
+    assert [c[0] for c in calls] == ["base", "head", "head", "base", "base", "head"]
+    assert calls[0][1] == calls[1][1] == ["t::noisy", "t::same", "t::slow"]  # round 1: everything
+    assert calls[2][1] == ["t::slow"]  # later rounds: the undecided (a slowdown is confirmed)
+    assert calls[0][2] == {} and calls[1][2] == {"t::noisy": "events", "t::same": "events", "t::slow": "events"}
+    assert {k: v.time for k, v in verdicts.items()} == {"t::same": "same", "t::slow": "slower", "t::noisy": "same"}
+    assert len(head.rounds) == 3 and "t::same" not in head.rounds[2]
+    assert ab.report(verdicts, base, head, say=lines.append) == 1
+    assert any("6 pytest processes" in line for line in lines)
+    assert worktrees(repo) == 1
+
+
+def test_identical_revisions_stop_after_one_round(repo: Path) -> None:
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::a": 0.5, "t::b": 2.0}, "head": {"t::a": 0.5005, "t::b": 1.998}}
+    calls: list = []
+    run = ab.AbRun(["-q"], runner=fake_runner(medians, calls), say=lambda line: None)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD", None)
+    assert len(calls) == 2 and {v.time for v in verdicts.values()} == {"same"}
+    assert ab.report(verdicts, base, head, say=lambda line: None) == 0
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["ab", "no-such-revision"], "is not a commit"),
+    (["ab", "HEAD", "--rounds", "0"], "--rounds 0"),
+])
+def test_bad_input_is_one_line_and_exit_2(repo: Path, monkeypatch, capsys, argv, words) -> None:
+    monkeypatch.chdir(repo)
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and words in err and "Traceback" not in out + err
+    assert len(err.strip().splitlines()) == 1
+    assert worktrees(repo) == 1
+
+
+def test_a_side_that_cannot_run_is_exit_2_naming_it(repo: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(repo)
+    code = cli.main(["ab", "HEAD", "--", "-q", "--gpuperf-threshold=abc", "test_spin.py"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "base (HEAD" in err and "gpuperf-threshold" in err
+    assert worktrees(repo) == 1
+
+
+def test_a_plan_runs_only_its_tests_and_a_bad_plan_names_the_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_two="def test_a(gpu_benchmark):\n    gpu_benchmark(abs, 1)\n\n"
+                                 "def test_b(gpu_benchmark):\n    gpu_benchmark(abs, 2)\n")
+    Plan(select=["test_two.py::test_b"], methods={"test_two.py::test_b": "events"}).write(pytester.path / "plan.json")
+    result = pytester.runpytest("--gpuperf", "--gpuperf-no-compare", "-o", "gpuperf_budget=0.02",
+                                "--gpuperf-ab-plan=plan.json")
+    result.assert_outcomes(passed=1, deselected=1)
+    (pytester.path / "bad.json").write_text("[1, 2]")
+    result = pytester.runpytest("--gpuperf", "--gpuperf-ab-plan=bad.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpuperf-ab-plan: *bad.json: not a gpuperf ab plan*"])

@@ -1,0 +1,62 @@
+"""The history-window noise model (core/noise.py)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_gpuperf.core import noise
+from pytest_gpuperf.core.noise import ACROSS_MACHINES, HISTORY_WINDOW, SAME_MACHINE, pooled_spread
+
+
+@pytest.mark.parametrize("df, exact", [(4, 7.173), (6, 5.208), (12, 3.930), (30, 3.385), (math.inf, 3.090)])
+def test_t_quantile_matches_the_table(df, exact) -> None:
+    assert noise.t_quantile(0.999, df) == pytest.approx(exact, rel=0.01)
+
+
+def test_without_recordings_of_its_own_a_test_has_the_prior_spread() -> None:
+    spread = pooled_spread([1.0], [1.0])
+    assert spread.sigma == pytest.approx(ACROSS_MACHINES.sigma(1.0))
+    assert spread.df == ACROSS_MACHINES.df
+
+
+def test_the_absolute_part_of_the_prior_dominates_microsecond_calls() -> None:
+    assert ACROSS_MACHINES.sigma(0.002) > 4 * ACROSS_MACHINES.sigma(2.0)
+
+
+def test_agreeing_recordings_narrow_the_bound_and_scattered_ones_widen_it() -> None:
+    one = pooled_spread([1.0], [1.0]).bound()
+    agreeing = pooled_spread([1.0, 1.001, 0.999, 1.0, 1.002], [1.0]).bound()
+    scattered = pooled_spread([1.0, 1.1, 0.92, 1.05, 0.97], [1.0]).bound()
+    assert agreeing < one < scattered
+
+
+def test_a_bimodal_history_allows_a_run_in_either_mode() -> None:
+    history = [29.8, 33.7, 29.9, 33.6]  # torch.compile choosing between two kernels per process
+    spread = pooled_spread(history, [33.7])
+    change = math.log(33.7 / noise.center(history))
+    assert spread.bound() > abs(change)
+
+
+def test_an_outlier_recording_leaves_the_window() -> None:
+    history = [2.0] + [1.0] * (HISTORY_WINDOW - 1)
+    assert pooled_spread(history, [1.0]).sigma > 0.1
+    history = noise.window(history, 1.0)
+    assert len(history) == HISTORY_WINDOW and 2.0 not in history
+    assert pooled_spread(history, [1.0]).sigma < 0.01
+
+
+def test_a_legacy_drift_counts_as_one_degree_of_freedom() -> None:
+    plain = pooled_spread([1.0], [1.0])
+    legacy = pooled_spread([1.0], [1.0], legacy_sd=0.1)
+    assert legacy.df == plain.df + 1 and legacy.sigma > plain.sigma
+
+
+def test_one_machine_allows_less_spread_than_several() -> None:
+    assert pooled_spread([1.0], [1.0], SAME_MACHINE).bound() < pooled_spread([1.0], [1.0]).bound()
+
+
+def test_more_processes_per_side_narrow_the_bound() -> None:
+    two = pooled_spread([1.0, 1.0], [1.0, 1.0], SAME_MACHINE).bound()
+    one = pooled_spread([1.0], [1.0], SAME_MACHINE).bound()
+    assert two < one
