@@ -41,8 +41,20 @@ CPU_MAX_NUMEL = 1 << 20
 INTERPRETER_MAX_NUMEL = 1 << 16
 
 
+#: torch.compile's code for one function differs between processes (up to 1.8x on an H100 and an H200
+#: with torch 2.11, docs/gate.md): its reference cases are held to this much against a stored
+#: baseline. An A/B run shares Inductor's cache between its two sides, so they compile alike.
+COMPILED_THRESHOLD = "30%"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Self-checks of the harness (selfcheck marker) take minutes: they run only when `-m` asks for them."""
+    """Self-checks of the harness (selfcheck marker) take minutes: they run only when `-m` asks for
+    them. The torch.compile cases get their threshold (COMPILED_THRESHOLD)."""
+    compiled = pytest.mark.gpuperf(threshold=COMPILED_THRESHOLD)
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("impl") == "compiled" and item.get_closest_marker("gpuperf") is None:
+            item.add_marker(compiled)
     if "selfcheck" in (config.getoption("markexpr") or ""):
         return
     skip = pytest.mark.skip(reason="harness self-check: select with -m selfcheck")

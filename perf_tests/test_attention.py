@@ -37,7 +37,10 @@ TARGET = (4, 16, 4096, 128)
 SHAPES = SMALL + [TARGET, (4, 16, 4096, 64), (2, 8, 1000, 128)]
 COMPILE_IMPLS = ("compiled", "flex")
 COMPILE_SHAPES = [(1, 2, 128, 64), TARGET]
-SMOKE = {("triton", "bfloat16", True, (1, 2, 128, 64))}
+# smoke: an interpreter-only case on the CPU; on a GPU, cases whose run-to-run spread (0.3-0.4% on an
+# H100 and an H200) lets them decide a 5% change against a baseline
+SMOKE = {("triton", "bfloat16", True, SMALL[0]), ("triton", "bfloat16", False, (4, 16, 4096, 64)),
+         ("triton", "bfloat16", True, (4, 16, 4096, 64))}
 MEMORY_NS = [4096, 16384, 65536]
 
 

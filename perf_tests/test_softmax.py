@@ -22,7 +22,8 @@ CUDA_EXTENSIONS = ("softmax",)  # kernels/cuda/softmax.cu, built in the backgrou
 
 DTYPES = ["float32", "bfloat16", "float16"]
 SIZES = [(64, 64), (4096, 4096), (16384, 16384), (1000, 1001), (1, 2**20 + 7), (4, 262144), (3, 20000)]
-SMOKE = {("triton", "float32", (3, 20000)), ("triton", "bfloat16", (64, 64))}
+SMOKE = {("triton", "float32", (3, 20000)),  # the interpreter's
+         ("triton", "float32", (16384, 16384))}  # the GPU's: it decides 5% (spread 0.3%)
 HEADLINE, INTERPRETER_ONLY = (16384, 16384), ((3, 20000),)
 
 

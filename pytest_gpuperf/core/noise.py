@@ -50,8 +50,9 @@ CONFIDENCE = 0.999
 #: A legacy (schema 1) entry's `drift`, the range of its medians over two or three recordings, read
 #: as a standard deviation: range / d2 with d2 between 1.13 (two) and 1.69 (three recordings).
 LEGACY_RANGE_TO_SD = 1 / 1.5
-#: A legacy drift counts until the entry holds this many recordings of its own.
-LEGACY_UNTIL = 5
+#: A legacy drift counts until the entry holds this many recordings of its own: from then on its own
+#: spread says more than a range of two or three medians measured with older code.
+LEGACY_UNTIL = 3
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ overwritten: :func:`save` re-reads and validates the existing file under the loc
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import math
 import os
@@ -152,8 +153,8 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             max_drift: float = MAX_DRIFT) -> tuple[dict[str, dict], list[str]]:
     """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
 
-    Per test, the recordings measured the way the newest one was (timing method, cache mode and
-    timing version) are combined: their medians (a stored entry's whole history) make the entry's
+    Per test, the recordings measured the way most of them were (timing method and cache mode; the
+    newest way on a tie), and of the newest of those's timing version, are combined: their medians (a stored entry's whole history) make the entry's
     history, bounded to the window, and the entry moves to their center. Where they differ by more
     than `max_drift` (largest / smallest - 1) the test really changed between recordings, or one
     recording is broken: the newest entry is kept as it is. Records that are not valid entries are
@@ -175,13 +176,15 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
                 recs.append((label, entry))
         if not recs:
             continue
-        label, newest = recs[-1]
-        how = _how(newest)
+        # the way most recordings measured it (the newest way on a tie): a gate run prefers that method
+        counts = collections.Counter(_how(e) for _, e in recs)
+        how = max(reversed([_how(e) for _, e in recs]), key=lambda h: counts[h])
+        label, newest = next((lb, e) for lb, e in reversed(recs) if _how(e) == how)
         same_how = [e for _, e in recs if _how(e) == how]
         if len(same_how) < len(recs):
             others = sorted({"/".join(_how(e)) for _, e in recs if _how(e) != how})
-            notes.append(f"{name}: measured {', '.join(others)} (method/cache) in older recordings and "
-                         f"{'/'.join(how)} in {label}: only the {'/'.join(how)} ones are combined")
+            notes.append(f"{name}: measured {', '.join(others)} (method/cache) in some recordings and "
+                         f"{'/'.join(how)} in most: only the {'/'.join(how)} ones are combined")
         same = [e for e in same_how if _alike(e, newest)]
         if len(same) < len(same_how):
             older_versions.append(name)
