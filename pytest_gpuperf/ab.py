@@ -33,10 +33,11 @@ DEFAULT_ROUNDS = 3
 #: pytest exit codes that still leave results to judge: all passed, some tests failed.
 _PYTEST_RAN = (0, 1)
 _PYTEST_NO_TESTS = 5
-#: Runs pytest without the current directory on sys.path (as `python -m pytest` would put it), so
-#: the base checkout's own copy of a package never shadows the installed plugin.
+#: Runs pytest with the installed plugin imported first, before the checkout's directories reach
+#: sys.path (the current directory, pytest's `pythonpath` ini key): a checkout that holds its own copy
+#: of pytest_gpuperf (this repository's base revision) then still runs under the same plugin.
 _PYTEST_MAIN = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; " \
-               "import pytest; sys.exit(pytest.console_main())"
+               "import pytest_gpuperf.plugin, pytest; sys.exit(pytest.console_main())"
 
 
 class AbError(Exception):

@@ -47,7 +47,12 @@ def repo(pytester: pytest.Pytester) -> Path:
     git(root, "config", "user.email", "ci@example.com")
     git(root, "config", "user.name", "ci")
     (root / "test_spin.py").write_text(SPIN.format(delay=0.002))
-    git(root, "add", "test_spin.py")
+    # a checkout with its own copy of the plugin on pytest's pythonpath (as this repository is): the
+    # installed plugin must still be the one that runs
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    (root / "pytest_gpuperf").mkdir()
+    (root / "pytest_gpuperf" / "__init__.py").write_text("raise ImportError('the checkout copy was imported')\n")
+    git(root, "add", "test_spin.py", "pyproject.toml", "pytest_gpuperf")
     git(root, "commit", "-q", "-m", "base")
     return root
 
