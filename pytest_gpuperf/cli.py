@@ -159,7 +159,7 @@ def _cmd_plot(args) -> int:
 
 def _cmd_merge(args) -> int:
     """Combine recordings of one GPU model into one baseline whose entries hold each recording's median."""
-    from .measure.peaks import merged_peaks
+    from .measure.peaks import device_kind, merged_peaks, valid_peaks
     from .store import baseline as baseline_mod
     from .store.results import load_recording
 
@@ -185,7 +185,10 @@ def _cmd_merge(args) -> int:
         if device is not None and dev["key"] != device["key"]:
             raise _UsageError(f"{f}: is for device {dev['key']!r}, but {args.files[0]} is for {device['key']!r}; "
                               f"only recordings of one GPU model can be merged")
-        device = dict(dev, peaks=merged_peaks((device or {}).get("peaks"), dev.get("peaks")))
+        peaks = dev.get("peaks")  # only plausible peaks carry over: a broken one must not spread
+        device = dict(dev, peaks=merged_peaks((device or {}).get("peaks"),
+                                              valid_peaks(peaks if isinstance(peaks, dict) else None,
+                                                          device_kind(dev))[0]))
         software = sw or software
         recordings.append((f, _by_id(records)))
     entries, notes = baseline_mod.combine(recordings, max_drift)

@@ -137,3 +137,16 @@ def test_device_refresh_stores_the_measured_peaks_in_pytests_cache(tmp_path, cap
     assert json.loads(path.read_text()) == {"copy_gbps": 12.7} and f"stored peaks: {path}" in out
     assert "note: peak fp32_tflops" in out
     assert cli.main(["device", "--refresh", "--no-peaks"]) == 2
+
+
+def test_merge_keeps_only_plausible_peaks(tmp_path, capsys) -> None:
+    from pytest_gpuperf.store import baseline as bl
+
+    device = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0",
+              "sm_count": 132, "memory_gib": 79.2, "peaks": {"copy_gbps": 0.5, "bf16_tflops": 738.0}}
+    entry = {"median_ms": 1.0, "noise": 0.01, "samples": 100}
+    src = tmp_path / "a" / "nvidia-h100-80gb-hbm3.yaml"
+    bl.save(src, device, {"torch": "2.13.0"}, {"t::a": entry})
+    out = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
+    assert cli.main(["merge", str(src), "-o", str(out)]) == 0
+    assert bl.load(out).device["peaks"] == {"bf16_tflops": 738.0}

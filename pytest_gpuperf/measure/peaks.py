@@ -153,10 +153,10 @@ Probe = Callable[[str, "str | None"], PeakReading]
 class Peaks:
     """This device's peaks: read from a cache dict (only plausible ones kept), measured on first use,
     re-measured once when bad, disturbed or stale, dropped when still bad. `notes` collects the
-    warning lines to show (each once); `source` names where the cached peaks live, for those lines."""
+    warning lines to show (each once); `source` names the cache file the peaks came from, if any."""
 
     def __init__(self, store: dict | None = None, calibration: Calibration | None = None, *,
-                 kind: str | None = None, source: str = "the cache", probe: Probe | None = None) -> None:
+                 kind: str | None = None, source: str = "", probe: Probe | None = None) -> None:
         self.kind = kind or device_kind()
         self.calibration = calibration
         self.source = source
@@ -206,7 +206,8 @@ class Peaks:
         side = "memory" if _unit(name) == "gbps" else "compute"
         self.notes.append(
             f"gpuperf: peak {name} measured {measured}: {self.dropped[name]}{cached}; % of peak is left out "
-            f"for {side}-bound results. Peaks are cached in {self.source}: {REMEASURE_HINT}")
+            f"for {side}-bound results" + (f". Peaks are cached in {self.source}: {REMEASURE_HINT}" if self.source
+                                           else ""))
 
     def fraction(self, name: str, rate: float, dtype_name: str | None = None) -> float | None:
         """rate / the `name` peak, None without a usable peak. A result above STALE_PEAK_RATIO of a
@@ -240,7 +241,7 @@ def current_device(measure_peaks: bool = False) -> dict[str, Any]:
     device`): `peaks` holds the recordable ones, `peak_notes` says what was left out and why."""
     info = describe()
     if measure_peaks:
-        peaks = Peaks(source="no cache (measured now)")
+        peaks = Peaks()
         peaks.copy_gbps()
         dtypes = ("bfloat16", "float16", "tf32", "float32") if has_cuda() else ("float32",)
         for dtype_name in dtypes:
