@@ -150,3 +150,9 @@ def test_merge_keeps_only_plausible_peaks(tmp_path, capsys) -> None:
     out = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
     assert cli.main(["merge", str(src), "-o", str(out)]) == 0
     assert bl.load(out).device["peaks"] == {"bf16_tflops": 738.0}
+
+
+def test_without_pytests_cache_peaks_still_work(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_rates=BROKEN_RUN)
+    result = pytester.runpytest("--gpuperf", "-p", "no:cacheprovider", "--gpuperf-budget", "0.05")
+    result.assert_outcomes(passed=1)

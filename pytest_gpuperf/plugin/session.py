@@ -96,7 +96,7 @@ class GpuPerf:
             stored = cache.get(self._peaks_key(), {}) if cache is not None else {}
             self._stored_peaks = dict(stored) if isinstance(stored, dict) else {}
             self._peaks = Peaks(self._stored_peaks, calibration=self.calibration, kind=device_kind(self.device),
-                                source=str(self._peaks_file()))
+                                source=str(self._peaks_file()) if cache is not None else "")
         return self._peaks
 
     def _peaks_key(self) -> str:
