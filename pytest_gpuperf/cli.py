@@ -24,6 +24,7 @@ from .core.units import parse_percent
 from .core.verdict import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
 from .core.versions import recorded_version, timing_epoch
 from .store.baseline import MAX_DRIFT, BaselineError, baseline_path
+from .store.peak_cache import DEFAULT_CACHE_DIR
 
 EXIT_OK = 0
 EXIT_SLOWER = 1
@@ -158,7 +159,7 @@ def _cmd_plot(args) -> int:
 
 def _cmd_merge(args) -> int:
     """Combine recordings of one GPU model into one baseline whose entries hold each recording's median."""
-    from .measure.peaks import merged_peaks
+    from .measure.peaks import device_kind, merged_peaks, valid_peaks
     from .store import baseline as baseline_mod
     from .store.results import load_recording
 
@@ -184,7 +185,10 @@ def _cmd_merge(args) -> int:
         if device is not None and dev["key"] != device["key"]:
             raise _UsageError(f"{f}: is for device {dev['key']!r}, but {args.files[0]} is for {device['key']!r}; "
                               f"only recordings of one GPU model can be merged")
-        device = dict(dev, peaks=merged_peaks((device or {}).get("peaks"), dev.get("peaks")))
+        peaks = dev.get("peaks")  # only plausible peaks carry over: a broken one must not spread
+        device = dict(dev, peaks=merged_peaks((device or {}).get("peaks"),
+                                              valid_peaks(peaks if isinstance(peaks, dict) else None,
+                                                          device_kind(dev))[0]))
         software = sw or software
         recordings.append((f, _by_id(records)))
     entries, notes = baseline_mod.combine(recordings, max_drift)
@@ -224,6 +228,8 @@ def _cmd_device(args) -> int:
     from .measure import peaks as peaks_mod
     from .report.rows import peaks_text
 
+    if args.refresh and args.no_peaks:
+        raise _UsageError("gpuperf device: --refresh measures the peaks; it cannot go with --no-peaks")
     try:
         dev = peaks_mod.current_device(measure_peaks=not args.no_peaks)
     except Exception as exc:
@@ -237,14 +243,31 @@ def _cmd_device(args) -> int:
         if dev.get(k) is not None:
             print(f"{k}: {dev[k]}")
     for k, v in dev.items():
-        if k not in ("key", "name", "capability", "sm_count", "memory_gib", "peaks"):
+        if k not in ("key", "name", "capability", "sm_count", "memory_gib", "peaks", "peak_notes"):
             print(f"{k}: {v}")
     peaks = peaks_text(dev.get("peaks"))
     print(f"measured peaks: {peaks or 'none'}")
+    for note in dev.get("peak_notes") or ():
+        print(f"note: {note.removeprefix('gpuperf: ')}")
     sw = ", ".join(f"{k} {v}" for k, v in (software or {}).items() if v)
     if sw:
         print(f"software: {sw}")
+    if args.refresh:
+        _store_peaks(Path(args.cache_dir), dev, software)
     return EXIT_OK
+
+
+def _store_peaks(cache_dir: Path, dev: dict, software: dict) -> None:
+    """`gpuperf device --refresh`: replace the cached peaks `pytest --gpuperf` reads for this device and
+    software stack with the ones just measured (plausible, undisturbed ones only)."""
+    from .measure.peaks import cache_key
+    from .store.peak_cache import write_peaks
+
+    try:
+        path = write_peaks(cache_dir, cache_key(dev["key"], software), dev.get("peaks") or {})
+    except OSError as exc:
+        raise _UsageError(f"gpuperf device --refresh: cannot write the peaks into {cache_dir}: {exc}") from None
+    print(f"stored peaks: {path}")
 
 
 def _parser() -> _Parser:
@@ -297,6 +320,12 @@ def _parser() -> _Parser:
     a.set_defaults(func=_cmd_ab)
     d = sub.add_parser("device", help="this machine's device key, properties and measured peaks")
     d.add_argument("--no-peaks", action="store_true", help="do not measure the peaks (faster)")
+    d.add_argument("--refresh", action="store_true",
+                   help="store the peaks just measured in pytest's cache (--cache-dir), replacing the ones "
+                        "`pytest --gpuperf` run from here uses for this device and software stack; peaks "
+                        "measured under load or out of range are not stored")
+    d.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR, metavar="DIR",
+                   help="pytest's cache directory (default %(default)s, as pytest's cache_dir ini key)")
     d.set_defaults(func=_cmd_device)
     return p
 

@@ -12,6 +12,7 @@ from ..core.records import CacheMode
 from ..core.verdict import parse_threshold
 from ..measure.timer import TimingConfig
 from ..store.plan import Plan
+from .outputs import check_outputs
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -111,12 +112,8 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
-        for option in ("gpuperf_json", "gpuperf_markdown"):  # files, written at the end: say so now
-            value = config.getoption(option)
-            if value is not None and Path(value).is_dir():
-                raise pytest.UsageError(f"--{option.replace('_', '-')}: {value} is a directory; give a file path")
         root = config.rootpath
-        base_text, _ = _setting(config, "gpuperf_baseline_dir", "gpuperf_baseline_dir")
+        base_text, base_where = _setting(config, "gpuperf_baseline_dir", "gpuperf_baseline_dir")
         device = config.getoption("gpuperf_device")
         if device is not None and not str(device).isdigit():
             raise pytest.UsageError(f"--gpuperf-device: {device!r} is not a device index (0, 1, ...)")
@@ -128,7 +125,7 @@ class Settings:
                 plan = Plan.read(path("gpuperf_ab_plan"))
             except ValueError as exc:
                 raise pytest.UsageError(f"--gpuperf-ab-plan: {exc}") from None
-        return cls(
+        settings = cls(
             enabled=bool(config.getoption("gpuperf")),
             threshold=_parse(config, "gpuperf_threshold", "gpuperf_threshold", parse_threshold),
             timing=TimingConfig(
@@ -148,6 +145,17 @@ class Settings:
             device_index=None if device is None else int(device),
             plan=plan,
         )
+        if settings.enabled:  # without --gpuperf nothing is written
+            check_outputs([(base_where, settings.baseline_dir if settings.save else None, True),
+                           ("--gpuperf-json", settings.json_path, False),
+                           ("--gpuperf-markdown", settings.markdown_path, False),
+                           ("--gpuperf-plot", settings.plot_dir, True),
+                           ("--gpuperf-trace-dir", settings.trace_dir, True)])
+        else:  # still a mistake worth naming now
+            check_outputs([(f"--{option.replace('_', '-')}", path, False) for option, path in
+                           (("gpuperf_json", settings.json_path), ("gpuperf_markdown", settings.markdown_path))
+                           if path is not None and path.is_dir()])
+        return settings
 
 
 MARKER_KEYS = ("threshold", "group")

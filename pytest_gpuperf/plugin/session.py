@@ -17,7 +17,7 @@ import pytest
 from ..core.versions import version_note
 from ..measure import calibration, node_gap
 from ..measure.device import describe, has_cuda, read_clocks, software_versions
-from ..measure.peaks import Peaks, merged_peaks
+from ..measure.peaks import Peaks, cache_key as peak_cache_key, device_kind, merged_peaks, valid_peaks
 from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
 
@@ -89,22 +89,38 @@ class GpuPerf:
 
     @property
     def peaks(self) -> Peaks:
-        """Measured peaks, kept in pytest's cache per device and torch version so runs share them."""
+        """Measured peaks, kept in pytest's cache per device and software stack so runs share them;
+        implausible cached values are not used (peaks.Peaks re-measures them)."""
         if self._peaks is None:
             cache = getattr(self.config, "cache", None)
-            self._stored_peaks = dict(cache.get(self._peaks_key(), {})) if cache is not None else {}
-            self._peaks = Peaks(self._stored_peaks, calibration=self.calibration)
+            stored = cache.get(self._peaks_key(), {}) if cache is not None else {}
+            self._stored_peaks = dict(stored) if isinstance(stored, dict) else {}
+            self._peaks = Peaks(self._stored_peaks, calibration=self.calibration, kind=device_kind(self.device),
+                                source=str(self._peaks_file()) if cache is not None else "")
         return self._peaks
 
     def _peaks_key(self) -> str:
-        return f"gpuperf/peaks/{self.device['key']}/{software_versions().get('torch')}"
+        return peak_cache_key(self.device["key"], software_versions())
+
+    def _peaks_file(self) -> Path:
+        """Where pytest's cache keeps the peaks (its documented layout: <cache_dir>/v/<key>)."""
+        return self.config.rootpath / self.config.getini("cache_dir") / "v" / self._peaks_key()
 
     def store_peaks(self) -> None:
-        """Write newly measured peaks to pytest's cache (once per new peak, not once per test)."""
+        """Write newly measured peaks to pytest's cache (once per change, not once per test); peaks
+        measured under load are not cached, and cached values found implausible are replaced."""
         cache = getattr(self.config, "cache", None)
-        if self._peaks is not None and cache is not None and self._peaks.values != self._stored_peaks:
-            cache.set(self._peaks_key(), self._peaks.values)
-            self._stored_peaks = dict(self._peaks.values)
+        recordable = self.peaks.recordable()
+        if cache is not None and recordable != self._stored_peaks:
+            cache.set(self._peaks_key(), recordable)
+            self._stored_peaks = recordable
+
+    def _peaks_to_record(self) -> dict[str, float]:
+        """The device peaks for this run's baseline: the stored ones still plausible, updated with
+        this run's undisturbed ones."""
+        stored = self.baseline.device.get("peaks") if self.baseline else None
+        kept, _ = valid_peaks(stored if isinstance(stored, dict) else None, device_kind(self.device))
+        return merged_peaks(kept, self.peaks.recordable())
 
     # -- hooks of the registered session object -------------------------------------------
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -215,8 +231,7 @@ class GpuPerf:
         results = list(self.results.values())
         s = self.settings
         sw = software_versions()
-        stored = self.baseline.device.get("peaks") if self.baseline else None
-        device = dict(self.device, peaks=merged_peaks(stored, self.peaks.values))
+        device = dict(self.device, peaks=self._peaks_to_record())
         errors = []
 
         def save() -> None:

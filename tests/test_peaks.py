@@ -1,0 +1,158 @@
+"""Peaks that cannot poison a run: implausible or zero peaks (measured or cached) are re-measured once,
+then dropped with one note; % of peak never divides by a missing peak; peaks measured under load are
+neither cached nor written into a baseline; `gpuperf device --refresh` replaces the cached ones."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+
+from pytest_gpuperf import cli
+from pytest_gpuperf.measure.device import describe, software_versions
+from pytest_gpuperf.measure.peaks import (CPU, CUDA, DISTURBED_NOISE, PeakReading, Peaks, cache_key,
+                                          peak_problem, valid_peaks)
+
+pytest_plugins = ["pytester"]
+GOOD = PeakReading(3000.0, 0.002)
+
+
+class Probe:
+    """A fake peak probe: returns the given readings in turn (the last one again when out)."""
+
+    def __init__(self, *readings: PeakReading) -> None:
+        self.readings = list(readings)
+        self.calls = 0
+
+    def __call__(self, name: str, dtype_name: str | None) -> PeakReading:
+        self.calls += 1
+        return self.readings[min(self.calls, len(self.readings)) - 1]
+
+
+@pytest.mark.parametrize("value", [0.0, 0.5, -1.0, math.nan, math.inf, 1e9, "3000", True, None])
+def test_an_impossible_copy_peak_is_a_problem(value) -> None:
+    assert peak_problem("copy_gbps", value, CUDA) is not None
+
+
+def test_plausible_peaks_pass_for_their_device_kind() -> None:
+    assert peak_problem("copy_gbps", 3000.0, CUDA) is None and peak_problem("bf16_tflops", 738, CUDA) is None
+    assert peak_problem("copy_gbps", 12.7, CPU) is None and peak_problem("fp32_tflops", 0.10, CPU) is None
+    assert peak_problem("copy_gbps", 3000.0, CPU) is not None  # no CPU copies 3 TB/s
+    good, bad = valid_peaks({"copy_gbps": 0.5, "fp32_tflops": 0.0, "bf16_tflops": 700.0}, CUDA)
+    assert good == {"bf16_tflops": 700.0} and set(bad) == {"copy_gbps", "fp32_tflops"}
+
+
+def test_a_cached_zero_peak_is_not_used_but_measured_again() -> None:
+    probe = Probe(GOOD)
+    peaks = Peaks({"copy_gbps": 0.0, "bf16_tflops": 700.0}, kind=CUDA, probe=probe)
+    assert peaks.copy_gbps() == 3000.0 and probe.calls == 1
+    assert peaks.recordable() == {"copy_gbps": 3000.0, "bf16_tflops": 700.0} and not peaks.take_notes()
+
+
+def test_a_peak_bad_twice_is_dropped_with_one_note_and_not_measured_again() -> None:
+    probe = Probe(PeakReading(0.5, 0.01), PeakReading(0.0, 0.01))
+    peaks = Peaks({"copy_gbps": 0.5}, kind=CUDA, probe=probe, source="/repo/.pytest_cache/v/gpuperf/peaks/x")
+    assert peaks.copy_gbps() is None and peaks.fraction("copy_gbps", 2500.0) is None
+    assert probe.calls == 2  # measured, re-measured once, then left alone
+    (note,) = peaks.take_notes()
+    assert "copy_gbps" in note and "/repo/.pytest_cache/v/gpuperf/peaks/x" in note and "gpuperf device --refresh" in note
+    assert "copy_gbps" not in peaks.recordable()
+
+
+def test_a_disturbed_peak_is_used_but_never_recorded() -> None:
+    noisy = PeakReading(2900.0, 4 * DISTURBED_NOISE)
+    peaks = Peaks(kind=CUDA, probe=Probe(noisy, noisy))
+    assert peaks.copy_gbps() == 2900.0 and peaks.recordable() == {}
+    calm = Peaks(kind=CUDA, probe=Probe(noisy, GOOD))  # the re-measurement came out calm: that one counts
+    assert calm.copy_gbps() == 3000.0 and calm.recordable() == {"copy_gbps": 3000.0}
+
+
+def test_a_result_far_above_a_cached_peak_re_measures_it_once_and_then_says_stale() -> None:
+    probe = Probe(GOOD)
+    peaks = Peaks({"copy_gbps": 1000.0}, kind=CUDA, probe=probe)  # stale: the card moves 3000
+    assert peaks.fraction("copy_gbps", 2700.0) == pytest.approx(0.9) and probe.calls == 1
+    assert not peaks.take_notes()
+    assert peaks.fraction("copy_gbps", 3600.0) == pytest.approx(1.2) and probe.calls == 1  # fresh: not again
+    (note,) = peaks.take_notes()
+    assert "120% of the copy_gbps peak" in note and "stale" in note
+
+
+def test_peaks_are_kept_per_software_stack() -> None:
+    a = {"torch": "2.13.0+cu130", "cuda": "13.0", "driver": "580.1"}
+    assert cache_key("nvidia-h100", a) != cache_key("nvidia-h100", dict(a, driver="580.2"))
+    assert cache_key("nvidia-h100", a) != cache_key("nvidia-h100", dict(a, torch="2.12.0"))
+    assert cache_key("nvidia-h100", a) != cache_key("nvidia-h200", a)
+
+
+BROKEN_RUN = """
+import torch
+
+def test_rates(gpu_benchmark):
+    a = torch.ones(64, 64)
+    out = gpu_benchmark(torch.mm, a, a, bytes=3 * 64 * 64 * 4, flops=2 * 64**3)
+    assert out[0, 0] == 64
+    s = gpu_benchmark.stats
+    assert s["pct_of_peak"] is None or s["pct_of_peak"] <= 100
+"""
+
+
+def test_a_cache_of_broken_peaks_gives_a_clean_run_and_is_replaced(pytester: pytest.Pytester) -> None:
+    """The reported failure: cached copy 0.5 GB/s and fp32 0.0 TFLOP/s, also in the baseline."""
+    pytester.makepyfile(test_rates=BROKEN_RUN)
+    key = cache_key(describe()["key"], software_versions())
+    broken = {"copy_gbps": 0.5, "fp32_tflops": 0.0}
+    cached = pytester.path / ".pytest_cache" / "v" / key
+    cached.parent.mkdir(parents=True)
+    cached.write_text(json.dumps(broken))
+    args = ("--gpuperf", "--gpuperf-save", "--gpuperf-no-compare", "--gpuperf-budget", "0.1", "-p", "no:randomly")
+    for run in range(2):
+        if run:  # the second run starts from a baseline that holds the broken peaks too
+            data = yaml.safe_load(baseline.read_text())
+            data["device"]["peaks"] = broken
+            baseline.write_text(yaml.safe_dump(data))
+            cached.write_text(json.dumps(broken))
+        result = pytester.runpytest(*args)
+        result.assert_outcomes(passed=1)
+        output = "\n".join(result.outlines + result.errlines)
+        assert "Traceback" not in output and "ZeroDivisionError" not in output
+        stored = json.loads(cached.read_text())
+        assert not valid_peaks(stored, CPU)[1]  # the broken values are gone from the cache
+        (baseline,) = (pytester.path / "baselines").glob("*.yaml")
+        assert not valid_peaks(yaml.safe_load(baseline.read_text())["device"]["peaks"], CPU)[1]
+
+
+def test_device_refresh_stores_the_measured_peaks_in_pytests_cache(tmp_path, capsys, monkeypatch) -> None:
+    from pytest_gpuperf.measure import device as device_mod
+    from pytest_gpuperf.measure import peaks as peaks_mod
+
+    software = {"torch": "2.13.0", "cuda": None, "driver": None}
+    dev = {"key": "cpu-x86-test", "name": "test", "peaks": {"copy_gbps": 12.7},
+           "peak_notes": ["gpuperf: peak fp32_tflops measured 0 then 0: 0 is not positive"]}
+    monkeypatch.setattr(peaks_mod, "current_device", lambda measure_peaks=False: dict(dev))
+    monkeypatch.setattr(device_mod, "software_versions", lambda: dict(software))
+    assert cli.main(["device", "--refresh", "--cache-dir", str(tmp_path / "cache")]) == 0
+    out = capsys.readouterr().out
+    path = tmp_path / "cache" / "v" / cache_key("cpu-x86-test", software)
+    assert json.loads(path.read_text()) == {"copy_gbps": 12.7} and f"stored peaks: {path}" in out
+    assert "note: peak fp32_tflops" in out
+    assert cli.main(["device", "--refresh", "--no-peaks"]) == 2
+
+
+def test_merge_keeps_only_plausible_peaks(tmp_path, capsys) -> None:
+    from pytest_gpuperf.store import baseline as bl
+
+    device = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0",
+              "sm_count": 132, "memory_gib": 79.2, "peaks": {"copy_gbps": 0.5, "bf16_tflops": 738.0}}
+    entry = {"median_ms": 1.0, "noise": 0.01, "samples": 100}
+    src = tmp_path / "a" / "nvidia-h100-80gb-hbm3.yaml"
+    bl.save(src, device, {"torch": "2.13.0"}, {"t::a": entry})
+    out = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
+    assert cli.main(["merge", str(src), "-o", str(out)]) == 0
+    assert bl.load(out).device["peaks"] == {"bf16_tflops": 738.0}
+
+
+def test_without_pytests_cache_peaks_still_work(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_rates=BROKEN_RUN)
+    result = pytester.runpytest("--gpuperf", "-p", "no:cacheprovider", "--gpuperf-budget", "0.05")
+    result.assert_outcomes(passed=1)
