@@ -353,3 +353,46 @@ def test_numpy_cost_numbers_reach_the_xdist_controller(pytester: pytest.Pytester
     result = pytester.runpytest_subprocess("-n", "2", "--gpuperf", *FAST)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*2 measured: 2 new*"])
+
+
+def test_under_gpuperf_each_whole_test_runs_on_one_stream_of_the_sessions(monkeypatch) -> None:
+    """Setup, body and teardown (pytest_runtest_protocol, not just the call) run on one stream, the
+    same for every test, so autograd never meets a leaf made on another stream (a fake torch here)."""
+    import contextlib
+    import sys
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.plugin import session
+
+    class Stream:
+        def __init__(self, device: str = "cuda:0") -> None:
+            self.device, self.waited = device, []
+
+        def wait_stream(self, other: "Stream") -> None:
+            self.waited.append(other)
+
+    default = Stream()
+    state = {"current": default}
+
+    @contextlib.contextmanager
+    def use(stream: Stream):
+        before, state["current"] = state["current"], stream
+        try:
+            yield
+        finally:
+            state["current"] = before
+
+    fake = SimpleNamespace(cuda=SimpleNamespace(current_stream=lambda: state["current"], Stream=Stream, stream=use))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(session, "has_cuda", lambda: True)
+    perf = SimpleNamespace(settings=SimpleNamespace(enabled=True), _test_streams={})
+    seen = []
+    for _ in range(2):
+        protocol = session.GpuPerf.pytest_runtest_protocol(perf, SimpleNamespace(), None)
+        next(protocol)
+        seen.append(state["current"])
+        with pytest.raises(StopIteration):
+            next(protocol)
+        assert state["current"] is default
+    assert seen[0] is seen[1] is not default
+    assert seen[0].waited == [default, default] and default.waited == [seen[0], seen[0]]

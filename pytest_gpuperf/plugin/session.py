@@ -46,7 +46,7 @@ class GpuPerf:
         self.baseline: baseline_mod.Baseline | None = None
         # The process's default calibration, so direct measure() calls in tests share it.
         self.calibration = calibration.default()
-        self._test_streams: dict[Any, Any] = {}  # device -> the stream timed tests run on (see pytest_runtest_call)
+        self._test_streams: dict[Any, Any] = {}  # device -> the stream tests run on (see pytest_runtest_protocol)
         if settings.enabled:
             self._select_device()
             self.device = describe()
@@ -174,20 +174,21 @@ class GpuPerf:
             items[:] = timed + profiled
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):
-        """Run a timed test's body on a CUDA stream of its own, not the legacy default stream, which no
-        CUDA graph can capture work from (a backward runs on its forward's stream). The streams wait
-        for each other before and after, for fixtures' inputs and for teardown."""
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        """Under --gpuperf on CUDA, run every test whole (fixture setup, body, teardown) on one CUDA
+        stream of the session's, not the legacy default stream, which no CUDA graph can capture work
+        from (a backward runs on its forward's stream). Whole tests, not just bodies: autograd then
+        sees one stream, so a leaf used in a fixture never gets a gradient from another stream and
+        torch's AccumulateGrad stream-mismatch warning has no cause (docs/measurement-evidence.md)."""
         torch = sys.modules.get("torch")
-        if not (self.settings.enabled and "gpu_benchmark" in getattr(item, "fixturenames", ())
-                and torch is not None and has_cuda()):
+        if not (self.settings.enabled and torch is not None and has_cuda()):
             yield
             return
         default = torch.cuda.current_stream()
         if default.device not in self._test_streams:
             self._test_streams[default.device] = torch.cuda.Stream(default.device)
         stream = self._test_streams[default.device]
-        stream.wait_stream(default)
+        stream.wait_stream(default)  # work queued outside tests, such as tensors made at import
         with torch.cuda.stream(stream):
             yield
         default.wait_stream(stream)
