@@ -114,6 +114,28 @@ def test_cpu_timing_under_xdist_warns_that_workers_share_cores(suite) -> None:
     assert "shared cores" not in suite.runpytest("--gpuperf", "-n", "1", "-W", "always", *FAST).stdout.str()
 
 
+@pytest.mark.parametrize("workers", [["-n", "2"], ["--tx", "2*popen", "--dist", "load"]])
+def test_more_xdist_workers_than_gpus_are_refused_before_any_worker_starts(suite, monkeypatch, workers) -> None:
+    """A one-GPU machine (the controller's GPU count, simulated): the refusal comes from the
+    controller's configure, so no worker is started (a worker would write `started` here)."""
+    pytest.importorskip("xdist")
+    from pytest_gpuperf.plugin import workers as workers_mod
+
+    monkeypatch.setattr(workers_mod, "gpu_count", lambda: 1)
+    suite.makeconftest("""
+        import pathlib
+
+        def pytest_configure(config):
+            if hasattr(config, "workerinput"):
+                (pathlib.Path(__file__).parent / "started").write_text(config.workerinput["workerid"])
+    """)
+    result = suite.runpytest("--gpuperf", *workers, *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpuperf with -n 2: only 1 GPU(s) visible; workers sharing a GPU would "
+                                 "time each other's work (use -n 1 or fewer)*"])
+    assert not (suite.path / "started").exists() and "[gw" not in result.stdout.str()
+
+
 def test_output_options_without_gpuperf_warn_that_nothing_is_written(suite) -> None:
     result = suite.runpytest("--gpuperf-save", "--gpuperf-json=out.json", "-W", "always")
     assert result.ret == pytest.ExitCode.OK and not (suite.path / "out.json").exists()

@@ -20,6 +20,7 @@ from ..measure.device import describe, has_cuda, read_clocks, software_versions
 from ..measure.peaks import Peaks, merged_peaks
 from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
+from .workers import sharing_message
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
 STATE = pytest.StashKey["GpuPerf"]()
@@ -60,10 +61,9 @@ class GpuPerf:
         count = torch.cuda.device_count()
         index = self.settings.device_index
         if index is None and self.is_worker:
-            workers = int(self.config.workerinput.get("workercount", 1))
-            if workers > count:
-                raise pytest.UsageError(f"--gpuperf with -n {workers}: only {count} GPU(s) visible; workers sharing "
-                                        f"a GPU would time each other's work (use -n {count} or fewer)")
+            message = sharing_message(int(self.config.workerinput.get("workercount", 1)), count)
+            if message:  # the controller refuses first (workers.refuse_gpu_sharing); a worker's own
+                raise pytest.UsageError(message)  # view counts where its GPUs differ
             index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
         if index is not None:
             if index >= count:
