@@ -268,8 +268,8 @@ class CudaTimer:
         caller = torch.cuda.current_stream()
         # Warm up and capture on the caller's stream where it may capture (not the legacy default
         # stream): work fn puts on its caller's stream (a backward on its forward's stream) is then
-        # captured in line, and a forward fn makes builds autograd nodes on the stream of the leaves'
-        # AccumulateGrad nodes, which a side stream would make warn of a stream mismatch.
+        # captured in line, and a forward inside fn builds its autograd nodes on the stream of the
+        # leaves' AccumulateGrad nodes (on a side stream, torch warns of a stream mismatch).
         stream = caller if caller != torch.cuda.default_stream() else torch.cuda.Stream()
         stream.wait_stream(caller)
         graph = None
