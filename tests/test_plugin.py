@@ -114,6 +114,28 @@ def test_cpu_timing_under_xdist_warns_that_workers_share_cores(suite) -> None:
     assert "shared cores" not in suite.runpytest("--gpuperf", "-n", "1", "-W", "always", *FAST).stdout.str()
 
 
+@pytest.mark.parametrize("workers", [["-n", "2"], ["--tx", "2*popen", "--dist", "load"]])
+def test_more_xdist_workers_than_gpus_are_refused_before_any_worker_starts(suite, monkeypatch, workers) -> None:
+    """A one-GPU machine (the controller's GPU count, simulated): the refusal comes from the
+    controller's configure, so no worker is started (a worker would write `started` here)."""
+    pytest.importorskip("xdist")
+    from pytest_gpuperf.plugin import workers as workers_mod
+
+    monkeypatch.setattr(workers_mod, "gpu_count", lambda: 1)
+    suite.makeconftest("""
+        import pathlib
+
+        def pytest_configure(config):
+            if hasattr(config, "workerinput"):
+                (pathlib.Path(__file__).parent / "started").write_text(config.workerinput["workerid"])
+    """)
+    result = suite.runpytest("--gpuperf", *workers, *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpuperf with -n 2: only 1 GPU(s) visible; workers sharing a GPU would "
+                                 "time each other's work (use -n 1 or fewer)*"])
+    assert not (suite.path / "started").exists() and "[gw" not in result.stdout.str()
+
+
 def test_output_options_without_gpuperf_warn_that_nothing_is_written(suite) -> None:
     result = suite.runpytest("--gpuperf-save", "--gpuperf-json=out.json", "-W", "always")
     assert result.ret == pytest.ExitCode.OK and not (suite.path / "out.json").exists()
@@ -353,3 +375,46 @@ def test_numpy_cost_numbers_reach_the_xdist_controller(pytester: pytest.Pytester
     result = pytester.runpytest_subprocess("-n", "2", "--gpuperf", *FAST)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*2 measured: 2 new*"])
+
+
+def test_under_gpuperf_each_whole_test_runs_on_one_stream_of_the_sessions(monkeypatch) -> None:
+    """Setup, body and teardown (pytest_runtest_protocol, not just the call) run on one stream, the
+    same for every test, so autograd never meets a leaf made on another stream (a fake torch here)."""
+    import contextlib
+    import sys
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.plugin import session
+
+    class Stream:
+        def __init__(self, device: str = "cuda:0") -> None:
+            self.device, self.waited = device, []
+
+        def wait_stream(self, other: "Stream") -> None:
+            self.waited.append(other)
+
+    default = Stream()
+    state = {"current": default}
+
+    @contextlib.contextmanager
+    def use(stream: Stream):
+        before, state["current"] = state["current"], stream
+        try:
+            yield
+        finally:
+            state["current"] = before
+
+    fake = SimpleNamespace(cuda=SimpleNamespace(current_stream=lambda: state["current"], Stream=Stream, stream=use))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(session, "has_cuda", lambda: True)
+    perf = SimpleNamespace(settings=SimpleNamespace(enabled=True), _test_streams={})
+    seen = []
+    for _ in range(2):
+        protocol = session.GpuPerf.pytest_runtest_protocol(perf, SimpleNamespace(), None)
+        next(protocol)
+        seen.append(state["current"])
+        with pytest.raises(StopIteration):
+            next(protocol)
+        assert state["current"] is default
+    assert seen[0] is seen[1] is not default
+    assert seen[0].waited == [default, default] and default.waited == [seen[0], seen[0]]

@@ -26,6 +26,14 @@ PREFERRED_EVENTS_RATIO = 1.0
 GRAPH_REPLAY_MS = 2.0
 #: ... in at most this many calls: a GPU can space out the kernels of longer graphs.
 MAX_GRAPH_CALLS = 50
+#: An uncapturable call at least this long (GPU time) is timed with events around each call, as any
+#: call is: the frame's leftover error and the events' ~0.5 µs resolution are under 0.5% of it.
+UNCAPTURED_EVENTS_MS = 0.1
+#: GPU time of a sample of a shorter uncapturable call, queued eagerly behind one spin: long enough
+#: for events to resolve 0.5%, short enough that a host stall while queuing it rarely idles the device.
+QUEUED_SAMPLE_MS = 0.1
+#: ... and at most this much host time to queue the calls of one sample.
+MAX_QUEUED_HOST_MS = 40.0
 #: Work left on other streams after the measured stream finished beyond which the stream alone is
 #: not timed (absolute, and as a share of the call): a host probe can be stretched by ~0.1 ms.
 PENDING_TOLERANCE_MS = 0.2
@@ -258,17 +266,19 @@ class CudaTimer:
         """`calls` calls of fn captured in one CUDA graph, or the CaptureFailure that stopped it."""
         torch = self.torch
         caller = torch.cuda.current_stream()
-        side = torch.cuda.Stream()
-        side.wait_stream(caller)
+        # Warm up and capture on the caller's stream where it may capture (not the legacy default
+        # stream): work fn puts on its caller's stream (a backward on its forward's stream) is then
+        # captured in line, and a forward inside fn builds its autograd nodes on the stream of the
+        # leaves' AccumulateGrad nodes (on a side stream, torch warns of a stream mismatch).
+        stream = caller if caller != torch.cuda.default_stream() else torch.cuda.Stream()
+        stream.wait_stream(caller)
         graph = None
         try:
-            with torch.cuda.stream(side):
+            with torch.cuda.stream(stream):
                 fn()
-            caller.wait_stream(side)
+            caller.wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
-            # On the caller's stream where it may capture, so work fn puts on its caller's stream (a
-            # backward on its forward's stream) is captured in line rather than through cross-stream edges.
-            with torch.cuda.graph(graph, stream=None if caller == torch.cuda.default_stream() else caller):
+            with torch.cuda.graph(graph, stream=stream):
                 for _ in range(calls):
                     fn()
         except Exception as exc:  # noqa: BLE001 - not capturable (syncs, CPU work, RNG): the caller falls back
@@ -298,6 +308,30 @@ class CudaTimer:
         raw = self._batch(self.fn, n, max(0.5, n * host_ms / 2), flush, sync=False)  # the spin covers all n
         return max(low(raw) - self._timer_overhead_ms(flush), 1e-4)
 
+    def _events(self, host_ms: float, gpu_ms: float, flush_ms: float, flush,
+                gap_ms: float) -> tuple[list[float], list[float]]:
+        """Samples of one call between two events. Where the host barely keeps up, each sample gets a
+        spin of the host's deficit (and a little more), so the device never idles between samples."""
+        each_ms = (max(host_ms - gpu_ms - flush_ms, 0.0) + 0.001
+                   if host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) else 0.0)
+        return self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False, each_ms=each_ms, gap_ms=gap_ms)
+
+    def _queued(self, call_host_ms: float, host_ms: float, gpu_ms: float, flush,
+                gap_ms: float) -> tuple[int, list[float], list[float]]:
+        """(calls per sample, samples, batch medians) of a short uncapturable call: a few calls queued
+        behind a spin that covers their launches, about QUEUED_SAMPLE_MS of GPU time a sample."""
+        calls = max(1, min(MAX_GRAPH_CALLS, math.ceil(QUEUED_SAMPLE_MS / max(gpu_ms, 1e-4)),
+                           math.floor(MAX_QUEUED_HOST_MS / max(call_host_ms, 1e-3))))
+
+        def body() -> None:
+            for _ in range(calls):
+                self.fn()
+
+        queue_ms = host_ms + call_host_ms * (calls - 1)
+        samples, batches = self._sample(body, queue_ms, gpu_ms * calls, calls, flush, sync=False,
+                                        each_ms=queue_ms, gap_ms=gap_ms)
+        return calls, samples, batches
+
     def run(self) -> Measurement:
         # Before the warm-up: the first lookup in a process may measure the gap in a child process.
         gap_ms = self.cal.node_gap(self.index).for_cache(self.config.cache)
@@ -323,26 +357,16 @@ class CudaTimer:
                 method = Method.GRAPH.value
                 samples, batches = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, flush, sync=False,
                                                 gap_ms=gap_ms)
+            elif gpu_ms >= UNCAPTURED_EVENTS_MS:
+                method, calls = Method.EVENTS.value, 1
+                samples, batches = self._events(host_ms, gpu_ms, flush_ms, flush, gap_ms)
             else:
                 self.warnings.append(f"CUDA graph capture failed ({graph}); timed queued eager calls")
                 method = Method.QUEUED.value
-                calls = max(1, min(calls, math.floor(40.0 / max(call_host_ms, 1e-3))))
-
-                def body() -> None:
-                    for _ in range(calls):
-                        self.fn()
-
-                queue_ms = host_ms + call_host_ms * (calls - 1)
-                samples, batches = self._sample(body, queue_ms, gpu_ms * calls, calls, flush, sync=False,
-                                                each_ms=queue_ms, gap_ms=gap_ms)
+                calls, samples, batches = self._queued(call_host_ms, host_ms, gpu_ms, flush, gap_ms)
         else:
             method, calls = Method.EVENTS.value, 1
-            # Where the host barely keeps up, each sample gets a spin of the host's deficit (and a
-            # little more), so the device never idles between samples.
-            each_ms = (max(host_ms - gpu_ms - flush_ms, 0.0) + 0.001
-                       if host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) else 0.0)
-            samples, batches = self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False, each_ms=each_ms,
-                                            gap_ms=gap_ms)
+            samples, batches = self._events(host_ms, gpu_ms, flush_ms, flush, gap_ms)
         severe = sorted(self.throttle & SEVERE_THROTTLE)
         if severe:
             self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")

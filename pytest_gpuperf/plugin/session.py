@@ -20,6 +20,7 @@ from ..measure.device import describe, has_cuda, read_clocks, software_versions
 from ..measure.peaks import Peaks, cache_key as peak_cache_key, device_kind, merged_peaks, valid_peaks
 from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
+from .workers import sharing_message
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
 STATE = pytest.StashKey["GpuPerf"]()
@@ -46,7 +47,7 @@ class GpuPerf:
         self.baseline: baseline_mod.Baseline | None = None
         # The process's default calibration, so direct measure() calls in tests share it.
         self.calibration = calibration.default()
-        self._test_streams: dict[Any, Any] = {}  # device -> the stream timed tests run on (see pytest_runtest_call)
+        self._test_streams: dict[Any, Any] = {}  # device -> the stream tests run on (see pytest_runtest_protocol)
         if settings.enabled:
             self._select_device()
             self.device = describe()
@@ -60,10 +61,9 @@ class GpuPerf:
         count = torch.cuda.device_count()
         index = self.settings.device_index
         if index is None and self.is_worker:
-            workers = int(self.config.workerinput.get("workercount", 1))
-            if workers > count:
-                raise pytest.UsageError(f"--gpuperf with -n {workers}: only {count} GPU(s) visible; workers sharing "
-                                        f"a GPU would time each other's work (use -n {count} or fewer)")
+            message = sharing_message(int(self.config.workerinput.get("workercount", 1)), count)
+            if message:  # the controller refuses first (workers.refuse_gpu_sharing); a worker's own
+                raise pytest.UsageError(message)  # view counts where its GPUs differ
             index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
         if index is not None:
             if index >= count:
@@ -190,20 +190,21 @@ class GpuPerf:
             items[:] = timed + profiled
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):
-        """Run a timed test's body on a CUDA stream of its own, not the legacy default stream, which no
-        CUDA graph can capture work from (a backward runs on its forward's stream). The streams wait
-        for each other before and after, for fixtures' inputs and for teardown."""
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        """Under --gpuperf on CUDA, run every test whole (fixture setup, body, teardown) on one CUDA
+        stream of the session's, not the legacy default stream, which no CUDA graph can capture work
+        from (a backward runs on its forward's stream). Whole tests, not just bodies: autograd then
+        sees one stream, so a leaf used in a fixture never gets a gradient from another stream and
+        torch's AccumulateGrad stream-mismatch warning has no cause (docs/measurement-evidence.md)."""
         torch = sys.modules.get("torch")
-        if not (self.settings.enabled and "gpu_benchmark" in getattr(item, "fixturenames", ())
-                and torch is not None and has_cuda()):
+        if not (self.settings.enabled and torch is not None and has_cuda()):
             yield
             return
         default = torch.cuda.current_stream()
         if default.device not in self._test_streams:
             self._test_streams[default.device] = torch.cuda.Stream(default.device)
         stream = self._test_streams[default.device]
-        stream.wait_stream(default)
+        stream.wait_stream(default)  # work queued outside tests, such as tensors made at import
         with torch.cuda.stream(stream):
             yield
         default.wait_stream(stream)
