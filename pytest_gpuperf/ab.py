@@ -10,6 +10,7 @@ measured by the plugin installed in this environment: only the code under test d
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as _dt
 import re
@@ -172,9 +173,20 @@ def first_methods(side: Side) -> dict[str, str]:
     return {i: r["method"] for i, r in side.rounds[0].items() if r.get("method") in timed}
 
 
-def undecided(verdicts: dict) -> list[str]:
-    """Tests another round could still decide: `slower` ones (to confirm) and `unsure` ones."""
-    return sorted(k for k, v in verdicts.items() if v.time in ("slower", "unsure"))
+#: Rounds a side needs before a `slower` verdict stands: a slowdown seen once is measured once more.
+CONFIRMING_ROUNDS = 2
+
+
+def undecided(verdicts: dict[str, Verdict], rounds_done: int) -> list[str]:
+    """Tests another round could still decide: `unsure` ones, and `slower` ones not yet confirmed."""
+    return sorted(k for k, v in verdicts.items()
+                  if v.time == "unsure" or (v.time == "slower" and rounds_done < CONFIRMING_ROUNDS))
+
+
+def counts_text(verdicts: dict[str, Verdict]) -> str:
+    """'3 slower, 1 unsure, 40 same': the verdicts so far, so a run cut short still says something."""
+    counts = collections.Counter(v.time for v in verdicts.values())
+    return ", ".join(f"{counts[t]} {t}" for t in ("slower", "unsure", "faster", "same", "new", "missing") if counts[t])
 
 
 def compare_revisions(run: AbRun, cwd: Path, revision: str, threshold: float | None) -> tuple[dict, Side, Side]:
@@ -196,12 +208,12 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str, threshold: float | N
                 if not plan.methods:  # every later process times each test as the base's first did
                     plan.methods = first_methods(base)
             verdicts = judge_sides(base, head, threshold)
-            plan.select = undecided(verdicts)
+            plan.select = undecided(verdicts, index + 1)
+            run.say(f"gpuperf ab: after round {index + 1}: {counts_text(verdicts)}")
             if not plan.select:
                 break
             if index + 1 < run.rounds:
-                run.say(f"gpuperf ab: {len(plan.select)} test(s) undecided after round {index + 1}; "
-                        f"measuring them again")
+                run.say(f"gpuperf ab: measuring {len(plan.select)} undecided test(s) again")
     return verdicts, base, head
 
 

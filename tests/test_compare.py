@@ -305,10 +305,14 @@ def test_the_center_of_the_history_is_the_baseline():
 
 
 def test_a_microsecond_kernel_is_held_to_a_change_it_can_show():
-    # 0.25 µs against a stored baseline: a 1 µs kernel's threshold is 25%
+    # 0.5 µs against a stored baseline: a 1 µs kernel's threshold is 50%, a 10 µs kernel's 5%
     v = judge(rec(1e-3, history=[1e-3] * 5), rec(1.2e-3), 0.05)
-    assert v.threshold == pytest.approx(0.25) and v.time != "slower" and "threshold 25%" in v.message
+    assert v.threshold == pytest.approx(0.5) and v.time != "slower" and "threshold 50%" in v.message
     assert judge(rec(1e-3, history=[1e-3] * 5), rec(2e-3), 0.05).time == "slower"
+    assert judge(rec(1e-2), rec(1e-2), 0.05).threshold == pytest.approx(0.05)
+    # seen on a fresh H100: a 9.66 µs graph-timed kernel read 10.1 µs against three tight recordings
+    tight = rec(9.66e-3, history=[9.6657e-3, 9.63264e-3, 9.6783e-3])
+    assert judge(tight, rec(10.103e-3, ci=(10.09e-3, 10.11e-3)), 0.05).time != "slower"
     # in an A/B run on one machine, 0.05 µs: 5% of that kernel
     assert judge(rec(1e-3), rec(1.2e-3), 0.05, SAME_MACHINE).threshold == pytest.approx(0.05)
 
