@@ -2,9 +2,9 @@
 alternating pytest processes, each test judged from its rounds (the recommended PR gate).
 
 BASE is checked out with `git worktree` into a temporary folder. Round 1 runs every selected test
-on each side (base first); later rounds run only the tests still `slower` or `unsure`, in the
-other order (base, head, head, base, ...), so that clocks, power and placement fall on both sides
-alike. Each side's medians, one per process, are compared by the same noise model as a baseline's
+on each side (base first); later rounds run only the tests still `unsure`, and a `slower` one once
+more to confirm it, in the other order (base, head, head, base, ...), so that clocks, power and
+placement fall on both sides alike. Each side's medians, one per process, are compared by the same noise model as a baseline's
 recordings (`core.noise`), with the prior for two sides measured on one machine. Both sides are
 measured by the plugin installed in this environment: only the code under test differs.
 """
