@@ -5,8 +5,8 @@ For a memory-bound kernel (softmax 4096x4096 fp32) and a compute-bound one (bf16
 measured function is slowed down by 2%, 5%, 10% and 20% with extra work of known cost (a GPU spin
 queued right after it, sized from measured slowdowns to add that fraction), 20 trials each, each
 trial against one of 16 independently recorded baselines of the unchanged function; those are paired
-with each other for the false-alarm rate. A baseline is recorded as `--gpuperf-save` records one
-(compare.recording_runs: one run), an entry of a single recording, judged under the prior alone. Each comparison goes through the
+with each other for the false-alarm rate. A baseline is recorded as `--gpuperf-save` records one:
+one run, an entry of a single recording, judged under the prior alone. Each comparison goes through the
 plugin's own path: compare.judge, and a suspect result is re-measured (gpuperf_retries) with the
 best run kept; for an unchanged pair that means the other recording's runs in turn, the
 measurements the plugin would take before failing a test (judged on one run, a single outlier run
@@ -82,7 +82,7 @@ def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None
     fn = make()
     settings = Settings.from_config(request.config)
     config, retries = settings.timing, settings.retries
-    runs = compare.recording_runs(retries)
+    runs = 1  # as --gpuperf-save records an entry
     recordings = [[_record(fn, config) for _ in range(runs)] for _ in range(RECORDINGS)]
     unchanged = [min(rec, key=lambda r: r["median_ms"]) for rec in recordings]  # as --gpuperf-save keeps
     base_ms = statistics.median(r["median_ms"] for rec in recordings for r in rec)  # of single runs

@@ -13,8 +13,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as _dt
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,12 +35,15 @@ from .store.results import load_recording
 DEFAULT_ROUNDS = 3
 #: pytest exit codes that still leave results to judge: all passed, some tests failed.
 _PYTEST_RAN = (0, 1)
-_PYTEST_NO_TESTS = 5
+_PYTEST_USAGE_ERROR, _PYTEST_NO_TESTS = 4, 5
+#: Options `gpuperf ab` gives each round itself; among the pytest arguments they are refused.
+OWN_OPTIONS = ("--gpuperf-save", "--gpuperf-json", "--gpuperf-markdown", "--gpuperf-ab-plan", "--gpuperf-no-compare",
+               "--gpuperf-baseline-dir")
 #: Runs pytest with the installed plugin imported first, before the checkout's directories reach
 #: sys.path (the current directory, pytest's `pythonpath` ini key): a checkout that holds its own copy
 #: of pytest_gpuperf (this repository's base revision) then still runs under the same plugin.
 _PYTEST_MAIN = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; " \
-               "import pytest_gpuperf.plugin, pytest; sys.exit(pytest.console_main())"
+               "import pytest_gpuperf.plugin, pytest; sys.exit(pytest.main())"
 
 
 class AbError(Exception):
@@ -100,10 +105,35 @@ Runner = Callable[[list[str], Path, Path], int]
 
 
 def run_pytest(args: list[str], cwd: Path, log: Path) -> int:
-    """One pytest process, its output in `log`; returns its exit status."""
+    """One pytest process in a process group of its own, its output in `log`; returns its exit status.
+    Interrupted, the whole group is stopped, so no pytest keeps the GPU after `gpuperf ab` ends."""
     with open(log, "w", encoding="utf-8") as out:
-        return subprocess.run([sys.executable, "-c", _PYTEST_MAIN, *args], cwd=cwd, stdout=out,
-                              stderr=subprocess.STDOUT, check=False).returncode
+        proc = subprocess.Popen([sys.executable, "-c", _PYTEST_MAIN, *args], cwd=cwd, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return proc.wait()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            raise
+
+
+def pytest_args_for(args: Sequence[str], repo: Path, cwd: Path) -> list[str]:
+    """The pytest arguments both sides can take: a path inside the repository is made relative to
+    `cwd`, so the base side reads its own checkout's file. Options `gpuperf ab` sets are refused."""
+    out = []
+    for arg in args:
+        option = arg.split("=", 1)[0]
+        if option in OWN_OPTIONS:
+            raise AbError(f"{option}: gpuperf ab sets it for each round itself; leave it out of the pytest arguments")
+        path, sep, rest = arg.partition("::")
+        if not arg.startswith("-") and Path(path).is_absolute():
+            with contextlib.suppress(ValueError):
+                Path(path).resolve().relative_to(repo)
+                arg = os.path.relpath(Path(path).resolve(), cwd) + sep + rest
+        out.append(arg)
+    return out
 
 
 @dataclass
@@ -128,6 +158,10 @@ class AbRun:
         status = self.runner(args, cwd, log)
         seconds = time.perf_counter() - started
         side.seconds += seconds
+        if side.label == "base" and _only_in_head(status, log):
+            side.rounds.append({})  # the tests asked for are new: the base has none of them
+            self.say(f"gpuperf ab: round {index + 1}, base ({side.revision}): none of these tests exist there")
+            return
         if status not in _PYTEST_RAN or not json_path.exists():
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
             what = "collected no tests" if status == _PYTEST_NO_TESTS else f"exited with status {status}"
@@ -141,10 +175,18 @@ class AbRun:
 
 
 def _failed_count(log: Path) -> int:
-    """How many tests pytest's last summary line says failed (1 when it does not say)."""
+    """How many tests pytest's last summary line says failed or errored (1 when it does not say)."""
     lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    match = re.search(r"(\d+) (failed|error)", lines[-1]) if lines else None
-    return int(match.group(1)) if match else 1
+    counts = [int(n) for n, _ in re.findall(r"(\d+) (failed|errors?)\b", lines[-1])] if lines else []
+    return sum(counts) or 1
+
+
+def _only_in_head(status: int, log: Path) -> bool:
+    """Did the base's pytest stop because the tests asked for do not exist in that revision?"""
+    if status == _PYTEST_NO_TESTS:
+        return True
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    return status == _PYTEST_USAGE_ERROR and "file or directory not found" in text
 
 
 def combined(records: list[dict]) -> dict:
@@ -156,13 +198,14 @@ def combined(records: list[dict]) -> dict:
     return record
 
 
-def judge_sides(base: Side, head: Side, threshold: float | None) -> dict[str, Verdict]:
-    """Each test of either side judged from its rounds (test id -> Verdict)."""
+def judge_sides(base: Side, head: Side) -> dict[str, Verdict]:
+    """Each test of either side judged from its rounds at its own threshold (marker, else the
+    pytest arguments' --gpuperf-threshold, else the default) (test id -> Verdict)."""
     old, new = base.combined(), head.combined()
     out = {}
     for nodeid in sorted(old.keys() | new.keys()):
         recorded = (new.get(nodeid) or old[nodeid]).get("threshold")
-        limit = threshold if threshold is not None else recorded if recorded is not None else DEFAULT_THRESHOLD
+        limit = recorded if recorded is not None else DEFAULT_THRESHOLD
         out[nodeid] = judge(old.get(nodeid), new.get(nodeid), float(limit), prior=SAME_MACHINE)
     return out
 
@@ -177,10 +220,14 @@ def first_methods(side: Side) -> dict[str, str]:
 CONFIRMING_ROUNDS = 2
 
 
-def undecided(verdicts: dict[str, Verdict], rounds_done: int) -> list[str]:
-    """Tests another round could still decide: `unsure` ones, and `slower` ones not yet confirmed."""
-    return sorted(k for k, v in verdicts.items()
-                  if v.time == "unsure" or (v.time == "slower" and rounds_done < CONFIRMING_ROUNDS))
+def undecided(verdicts: dict[str, Verdict], base: Side, head: Side) -> list[str]:
+    """Tests another round could still decide: `unsure` ones, and `slower` ones that either side
+    has measured fewer than CONFIRMING_ROUNDS times."""
+    def rounds(side: Side, nodeid: str) -> int:
+        return sum(nodeid in r for r in side.rounds)
+
+    return sorted(k for k, v in verdicts.items() if v.time == "unsure" or (
+        v.time == "slower" and min(rounds(base, k), rounds(head, k)) < CONFIRMING_ROUNDS))
 
 
 def counts_text(verdicts: dict[str, Verdict]) -> str:
@@ -189,10 +236,11 @@ def counts_text(verdicts: dict[str, Verdict]) -> str:
     return ", ".join(f"{counts[t]} {t}" for t in ("slower", "unsure", "faster", "same", "new", "missing") if counts[t])
 
 
-def compare_revisions(run: AbRun, cwd: Path, revision: str, threshold: float | None) -> tuple[dict, Side, Side]:
+def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side, Side]:
     """Measure `revision` and the working tree in alternating rounds; returns the verdicts and both sides."""
     repo = Path(git(["rev-parse", "--show-toplevel"], cwd)).resolve()
     relative = Path(cwd).resolve().relative_to(repo)
+    run.pytest_args = pytest_args_for(run.pytest_args, repo, Path(cwd).resolve())
     with base_checkout(repo, revision) as (base_root, commit), \
             tempfile.TemporaryDirectory(prefix="gpuperf-ab-runs-") as tmp:
         if not (base_root / relative).is_dir():
@@ -207,8 +255,8 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str, threshold: float | N
                 run.measure(side, side.root / relative, Path(tmp), index, plan)
                 if not plan.methods:  # every later process times each test as the base's first did
                     plan.methods = first_methods(base)
-            verdicts = judge_sides(base, head, threshold)
-            plan.select = undecided(verdicts, index + 1)
+            verdicts = judge_sides(base, head)
+            plan.select = undecided(verdicts, base, head)
             run.say(f"gpuperf ab: after round {index + 1}: {counts_text(verdicts)}")
             if not plan.select:
                 break
@@ -238,7 +286,7 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
                             change=v.change, memory_change=v.memory_change, noise_bound=v.noise_bound,
                             fixed_bound=v.fixed_bound, message=v.message, regression=is_regression(v)))
     if json_path is not None:
-        started = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+        started = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
         write_json(json_path, results, head.device or {}, head.software, started)
     if markdown_path is not None:
         write_markdown(markdown_path, results, head.device or {}, head.software)

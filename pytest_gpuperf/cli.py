@@ -1,6 +1,7 @@
-"""The ``gpuperf`` command: compare, show and plot baselines/results, and describe this machine's device.
+"""The ``gpuperf`` command: compare, A/B, show, plot and merge baselines/results, and describe this machine's device.
 
     gpuperf compare OLD NEW [--threshold 5%]   exit 0: nothing slower, 1: something slower, 2: bad input
+    gpuperf ab BASE [...] -- PYTEST_ARGS       the same exits, for BASE against the working tree (ab.py)
     gpuperf show [FILE]                        exit 0, 2: bad input
     gpuperf plot FILE... -o OUT.png            exit 0, 2: bad input
     gpuperf merge FILE... -o OUT.yaml          exit 0, 2: bad input
@@ -209,17 +210,34 @@ def _cmd_merge(args) -> int:
 
 
 def _cmd_ab(args) -> int:
-    from .ab import AbError, AbRun, compare_revisions, report
+    import signal
 
-    threshold = parse_threshold(args.threshold) if args.threshold is not None else None
+    import pytest
+
+    from .ab import AbError, AbRun, compare_revisions, report
+    from .plugin.outputs import check_outputs
+
+    pytest_args = list(args.pytest_args)
+    if args.threshold is not None:  # each round's default; a test's marker still wins, as in pytest
+        pytest_args.append(f"--gpuperf-threshold={parse_threshold(args.threshold) * 100:g}%")
     if args.rounds < 1:
         raise _UsageError(f"gpuperf ab: --rounds {args.rounds}: give 1 or more")
     try:
-        verdicts, base, head = compare_revisions(AbRun(args.pytest_args, rounds=args.rounds), Path.cwd(), args.base,
-                                                 threshold)
+        check_outputs([("--json", args.json, False), ("--markdown", args.markdown, False)])
+    except pytest.UsageError as exc:
+        raise _UsageError(str(exc).replace("gpuperf:", "gpuperf ab:", 1)) from None
+
+    def stop(signum, frame):  # a cancelled CI job: clean up the worktree and the rounds as on Ctrl-C
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        verdicts, base, head = compare_revisions(AbRun(pytest_args, rounds=args.rounds), Path.cwd(), args.base)
     except AbError as exc:
         print(f"gpuperf ab: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return report(verdicts, base, head, width=_width(), json_path=args.json, markdown_path=args.markdown)
 
 
@@ -313,7 +331,7 @@ def _parser() -> _Parser:
     a.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
                    help="pytest processes per side at most (default %(default)s)")
     a.add_argument("--threshold", default=None,
-                   help="slowdown that counts, e.g. 5%% (default: each test's own, else 5%%)")
+                   help="slowdown that counts, e.g. 5%% (as --gpuperf-threshold: a test's marker still wins)")
     a.add_argument("--json", metavar="PATH", type=Path, default=None,
                    help="the working tree's results and verdicts (pytest-benchmark JSON)")
     a.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the verdict table as Markdown")

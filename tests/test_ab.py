@@ -78,7 +78,7 @@ def test_a_real_slowdown_in_the_working_tree_fails(repo: Path, capsys) -> None:
     assert worktrees(repo) == 1  # the base checkout is gone
 
 
-def fake_runner(medians: dict[str, dict[str, float]], calls: list) -> ab.Runner:
+def fake_runner(medians: dict[str, dict[str, float]], calls: list, thresholds: dict[str, float] | None = None) -> ab.Runner:
     """A pytest that 'measures' each test at a fixed median per side (told apart by its directory),
     honouring the plan's selection, and records what it was asked."""
 
@@ -87,11 +87,14 @@ def fake_runner(medians: dict[str, dict[str, float]], calls: list) -> ab.Runner:
         json_path = Path(next(a for a in args if a.startswith("--gpuperf-json=")).split("=", 1)[1])
         plan_arg = next((a for a in args if a.startswith("--gpuperf-ab-plan=")), None)
         plan = Plan.read(Path(plan_arg.split("=", 1)[1])) if plan_arg else Plan()
-        ids = plan.select if plan.select is not None else sorted(medians[side])
+        ids = [i for i in (plan.select if plan.select is not None else sorted(medians[side])) if i in medians[side]]
         calls.append((side, list(ids), dict(plan.methods)))
+        if not ids:  # pytest, asked for tests this checkout does not have
+            log.write_text("ERROR: file or directory not found: test_new.py\n")
+            return 4
         results = [{"nodeid": i, "name": i, "param": "", "group": "g", "median_ms": medians[side][i],
                     "noise": 0.001, "samples": 100, "ci_ms": [medians[side][i] * 0.999, medians[side][i] * 1.001],
-                    "method": "events", "threshold": 0.05} for i in ids]
+                    "method": "events", "threshold": (thresholds or {}).get(i, 0.05)} for i in ids]
         results_store.write_json(json_path, results, {"key": "sim"}, {}, "2026-11-25T00:00:00")
         log.write_text(f"{len(ids)} passed\n")
         return 0
@@ -107,7 +110,7 @@ def test_rounds_alternate_and_only_undecided_tests_run_again(repo: Path) -> None
     calls: list = []
     lines: list[str] = []
     run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls), say=lines.append)
-    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD", None)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
     assert [c[0] for c in calls] == ["base", "head", "head", "base"]
     assert calls[0][1] == calls[1][1] == ["t::noisy", "t::same", "t::slow"]  # round 1: everything
     assert calls[2][1] == ["t::slow"]  # round 2: the undecided (a slowdown is confirmed once)
@@ -125,7 +128,7 @@ def test_identical_revisions_stop_after_one_round(repo: Path) -> None:
     medians = {"base": {"t::a": 0.5, "t::b": 2.0}, "head": {"t::a": 0.5005, "t::b": 1.998}}
     calls: list = []
     run = ab.AbRun(["-q"], runner=fake_runner(medians, calls), say=lambda line: None)
-    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD", None)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
     assert len(calls) == 2 and {v.time for v in verdicts.values()} == {"same"}
     assert ab.report(verdicts, base, head, say=lambda line: None) == 0
 
@@ -162,3 +165,47 @@ def test_a_plan_runs_only_its_tests_and_a_bad_plan_names_the_option(pytester: py
     result = pytester.runpytest("--gpuperf", "--gpuperf-ab-plan=bad.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gpuperf-ab-plan: *bad.json: not a gpuperf ab plan*"])
+
+
+def test_each_test_is_judged_at_its_own_threshold(repo: Path) -> None:
+    """A marker's threshold (recorded in each result) decides, as it does under pytest --gpuperf."""
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::compiled": 1.0, "t::plain": 1.0}, "head": {"t::compiled": 1.13, "t::plain": 1.13}}
+    run = ab.AbRun(["-q"], runner=fake_runner(medians, [], {"t::compiled": 0.3}), say=lambda line: None)
+    verdicts, _, _ = ab.compare_revisions(run, repo, "HEAD")
+    assert verdicts["t::compiled"].time == "same" and verdicts["t::plain"].time == "slower"
+
+
+def test_a_test_only_in_the_working_tree_is_new(repo: Path) -> None:
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {}, "head": {"t::new": 1.0}}
+    lines: list[str] = []
+    run = ab.AbRun(["-q", "test_new.py"], runner=fake_runner(medians, [], None), say=lines.append)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert verdicts["t::new"].time == "new" and any("none of these tests exist there" in line for line in lines)
+    assert ab.report(verdicts, base, head, say=lines.append) == 0
+
+
+def test_paths_inside_the_repository_are_made_relative_and_own_options_refused(repo: Path) -> None:
+    sub = repo / "sub"
+    sub.mkdir()
+    args = ab.pytest_args_for(["-q", str(repo / "test_spin.py") + "::test_spin", "/elsewhere/x.py", "-k", "a"],
+                              repo.resolve(), sub.resolve())
+    assert args == ["-q", "../test_spin.py::test_spin", "/elsewhere/x.py", "-k", "a"]
+    with pytest.raises(ab.AbError, match="--gpuperf-save: gpuperf ab sets it"):
+        ab.pytest_args_for(["--gpuperf-save"], repo, repo)
+
+
+def test_an_unwritable_output_is_refused_before_any_round(repo: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(repo)
+    (repo / "afile").write_text("")
+    code = cli.main(["ab", "HEAD", "--json", str(repo / "afile" / "x.json"), "--", "-q", "test_spin.py"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "--json" in err and "round 1" not in out
+    assert worktrees(repo) == 1
+
+
+def test_failed_counts_add_failures_and_errors(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    log.write_text("== 2 passed, 1 failed, 3 errors in 1.0s ==\n")
+    assert ab._failed_count(log) == 4

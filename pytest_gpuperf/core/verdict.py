@@ -9,9 +9,10 @@ a stored baseline, 0.05 µs in an A/B run), so a kernel of a few microseconds is
 can show.
 
 Verdicts (for time; memory uses the same words):
-  slower   change > noise_bound and change + min(noise_bound, MARGIN_SHARE * threshold) >= threshold:
-           the slowdown is real and could be threshold-sized, so a slowdown of exactly the threshold
-           is caught, not half the time; the cut never falls below 70% of the threshold.
+  slower   change > noise_bound and change + min(noise_bound, margin * threshold) >= threshold: the
+           slowdown is real and could be threshold-sized. Against a stored baseline the margin is 0
+           (the change must reach the threshold: machines differ by heavy tails); in an A/B run it is
+           the prior's 30%, so a slowdown of exactly the threshold is caught, not half the time.
   faster   the same, mirrored
   unsure   |change| > threshold but within the noise bound, or the noise bound itself exceeds the
            threshold (a threshold-sized slowdown could not have been seen)
@@ -40,9 +41,6 @@ Z = 1.96
 MEDIAN_SE_FACTOR = 1.2533
 #: Peak-memory changes smaller than this many bytes are never a verdict (allocator rounding, workspaces).
 MEMORY_ABS_FLOOR = 1 << 20
-#: The share of the threshold by which a measured change may fall short of it and still count, when
-#: the noise bound allows (so the cut is never below 3.5% at a 5% threshold).
-MARGIN_SHARE = 0.3
 #: The default slowdown that counts as a regression.
 DEFAULT_THRESHOLD = 0.05
 
@@ -81,6 +79,8 @@ class Verdict:
     message: str
     #: the part of noise_bound that no re-measurement of `now` can shrink (see fixed_bound)
     fixed_bound: float | None = None
+    #: the share of the threshold a real change may fall short of it and still count (the prior's)
+    margin: float = 0.0
 
 
 def relative_halfwidth(record: dict) -> float:
@@ -115,19 +115,19 @@ def spread(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> noise.Sprea
     return noise.pooled_spread(medians(base), medians(now), prior, legacy_sd=legacy_sd(base))
 
 
-def _sampling_sd(now: dict) -> float:
-    """This run's own sampling error (a single median's; rounds already hold theirs in their spread)."""
-    return relative_halfwidth(now) / Z if len(medians(now)) == 1 else 0.0
+def _sampling_sd(record: dict) -> float:
+    """A side's own sampling error when it is a single median (rounds hold theirs in their spread)."""
+    return relative_halfwidth(record) / Z if len(medians(record)) == 1 else 0.0
 
 
 def noise_bound(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> float:
-    """The relative change that the run-to-run spread and this run's sampling error can explain."""
-    return spread(base, now, prior).bound(_sampling_sd(now))
+    """The relative change that the run-to-run spread and the sides' sampling errors can explain."""
+    return spread(base, now, prior).bound(math.hypot(_sampling_sd(base), _sampling_sd(now)))
 
 
 def fixed_bound(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> float:
     """The part of the noise bound that no re-measurement of `now` can shrink."""
-    return spread(base, now, prior).bound()
+    return spread(base, now, prior).bound(_sampling_sd(base))
 
 
 def effective_threshold(threshold: float, base_ms: float, prior: Prior = ACROSS_MACHINES) -> float:
@@ -179,22 +179,18 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
 
     base_ms, now_ms = noise.center(medians(base)), noise.center(medians(now))
     change = now_ms / base_ms - 1.0
+    memory, memory_change, mem_text = _judge_memory(base, now, threshold)  # bytes: the threshold as given
     threshold = effective_threshold(threshold, base_ms, prior)
     pooled = spread(base, now, prior)
-    bound = pooled.bound(_sampling_sd(now))
-    # Real (beyond the noise) and possibly threshold-sized (within the noise of it): a gate that
-    # waited for the measured change itself to pass the threshold would catch a slowdown of exactly
-    # the threshold's size only half of the time.
-    if beyond(change, bound, threshold):
+    bound = pooled.bound(math.hypot(_sampling_sd(base), _sampling_sd(now)))
+    if beyond(change, bound, threshold, prior.margin_share):
         time = "slower"
-    elif beyond(-change, bound, threshold):
+    elif beyond(-change, bound, threshold, prior.margin_share):
         time = "faster"
     elif abs(change) > threshold or bound > threshold:
         time = "unsure"
     else:
         time = "same"
-
-    memory, memory_change, mem_text = _judge_memory(base, now, threshold)
 
     sides = f"{pooled.n_base} vs {pooled.n_now} runs, " if pooled.n_base > 1 or pooled.n_now > 1 else ""
     parts = [
@@ -216,12 +212,12 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
-                   pooled.bound())
+                   pooled.bound(_sampling_sd(base)), prior.margin_share)
 
 
-def beyond(change: float, bound: float, threshold: float) -> bool:
+def beyond(change: float, bound: float, threshold: float, margin: float = 0.0) -> bool:
     """Is this change (a slowdown when positive) real and possibly threshold-sized? See the module doc."""
-    return change > bound and change + min(bound, MARGIN_SHARE * threshold) >= threshold
+    return change > bound and change + min(bound, margin * threshold) >= threshold
 
 
 def is_regression(v: Verdict) -> bool:
@@ -241,34 +237,25 @@ def is_suspect(v: Verdict) -> bool:
     if v.time != "unsure" or v.change is None:
         return False
     fixed = v.fixed_bound if v.fixed_bound is not None else 0.0
-    return v.change > fixed and v.change + min(v.change, MARGIN_SHARE * v.threshold) >= v.threshold
+    return v.change > fixed and v.change + min(v.change, v.margin * v.threshold) >= v.threshold
 
 
 def remeasure_while_suspect(base: dict | None, run: Callable[[], tuple[dict, T]], threshold: float,
-                            retries: int, judging: bool = True,
-                            runs: int = 1) -> tuple[dict, T, Verdict | None, int]:
+                            retries: int, judging: bool = True) -> tuple[dict, T, Verdict | None, int]:
     """The gate's re-measurement rule, for the plugin and its self-check alike: take a (record,
     payload) from `run`, judge the fastest record so far against `base`, and run again while the
     verdict is suspect (`is_suspect`), at most `retries` more times. Only the fastest run so far is
-    kept. `runs` > 1 takes at least that many runs whatever the verdict: a recording does, so that
-    a baseline entry is the fastest of as many runs as a suspect result gets (see
-    `recording_runs`). Returns its record and payload, its verdict (None when not `judging`) and
-    the number of runs after the first."""
+    kept. Returns its record and payload, its verdict (None when not `judging`) and the number of
+    runs after the first."""
     best: tuple[dict, T] | None = None
-    for attempt in range(max(retries + 1, runs)):
+    for attempt in range(retries + 1):
         record, payload = run()
         if best is None or record["median_ms"] < best[0]["median_ms"]:
             best = (record, payload)
         verdict = judge(base, best[0], threshold) if judging else None
-        if attempt + 1 >= runs and (verdict is None or not is_suspect(verdict)):
+        if verdict is None or not is_suspect(verdict):
             break
     return best[0], best[1], verdict, attempt
-
-
-def recording_runs(retries: int) -> int:
-    """Runs per test when a baseline is recorded: one. An entry keeps one median per recording in its
-    history, and the gate compares single runs with it; the spread of those runs is what it learns."""
-    return 1
 
 
 def judge_all(base_entries: dict[str, dict], now_results: dict[str, dict], threshold: float,

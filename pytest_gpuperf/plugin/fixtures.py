@@ -90,9 +90,10 @@ class GpuBenchmark:
                 totals[key] += getattr(measurement, key)
             return self._record(measurement, inputs, nbytes, flops), measurement
 
+        # a recording is one run: the entry's history holds single runs, as the gate compares them
+        retries = 0 if settings.save else settings.retries
         record, measurement, verdict, attempt = verdict_mod.remeasure_while_suspect(
-            base, run, threshold, settings.retries, judging=settings.compare,
-            runs=verdict_mod.recording_runs(settings.retries) if settings.save else 1)
+            base, run, threshold, retries, judging=settings.compare)
         result = Result.from_dict(record)
         result.remeasured = attempt
         result.wall_s, result.measured_s, result.first_call_s = totals["wall_s"], totals["measured_s"], \

@@ -188,7 +188,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
         same = [e for e in same_how if _alike(e, newest)]
         if len(same) < len(same_how):
             older_versions.append(name)
-        history = [m for e in same for m in medians(e)]
+        history = noise.window([m for e in same for m in medians(e)])
         spread = max(history) / min(history) - 1.0
         if spread > max_drift:
             notes.append(f"{name}: medians {', '.join(f'{m:.4g}' for m in history)} ms differ by "
