@@ -1,17 +1,8 @@
-"""The kernel protocol every kernels/<name>.py provides, and pieces the one-input kernels
-(elu.py, gelu.py, softmax.py) share word for word.
-
-- ``KernelModule``: what a kernel module provides (tests/test_kernel_protocol.py checks each one).
-- ``randn_input``: the input factory behind their ``make_inputs`` (random normal, seeded).
-- ``streaming_cost``: the cost model of a kernel that reads its input once and writes an output
-  of the same size once.
-- ``lazy_compile``: ``torch.compile(torch_manual)`` built on first use, static shapes.
-- ``sm_count``: a device's multiprocessor count, which grids of persistent or few programs are sized by.
-- Elementwise Triton kernels (elu, gelu): ``elementwise_block`` (one program's block, jit),
-  and ``launch_elementwise`` (the host side, with the tuned launch defaults).
-
-Each kernel module keeps its reference, make_inputs, cost, impls and IMPLS; only the shared
-mechanics live here.
+"""The kernel protocol every kernels/<name>.py provides (``KernelModule``, checked by
+tests/test_kernel_protocol.py), and the mechanics the kernel modules share word for word: the
+seeded input factory, the streaming cost model, lazy ``torch.compile``, the SM count, and the
+elementwise Triton block and launcher. Each kernel module keeps its own reference, inputs, cost
+and IMPLS.
 """
 from __future__ import annotations
 
@@ -71,11 +62,8 @@ def lazy_compile(fn: Callable) -> Callable[[], Callable]:
 
     Static shapes (dynamic=False): each shape gets the kernel Inductor would generate for it alone;
     the recompile limit is raised so that the suite's shapes x dtypes never fall back to eager
-    silently. Inductor's defaults otherwise, pointwise autotuning included, though it times two
-    launch configs per kernel when first compiled and may pick either in a process: a GeLU-tanh
-    at 4096^2 read 46.7 µs in eight H100 recordings and 48.9 µs in the ninth (the baseline's drift
-    now holds both). Without it, the heuristic config made a 1x(2^20+7) bf16 GeLU 37% slower than
-    what torch.compile gives by default."""
+    silently. Inductor's defaults otherwise, pointwise autotuning included (its cost:
+    docs/kernels/elementwise.md)."""
 
     @functools.cache
     def build() -> Callable:
@@ -126,11 +114,8 @@ def elementwise_block(x_ptr, y_ptr, n, fn, arg, BLOCK: tl.constexpr, EVEN: tl.co
         tl.store(y_ptr + offs, fn(x, arg).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-#: Launch defaults of the elementwise kernels, from `python -m kernels.tune_streaming` on an H100 at
-#: 16384^2: 4 KiB of input per program on 4 warps, loads without an eviction hint. So ELU and both
-#: GeLUs reached 100.0-100.1% of the GB/s of a copy of the same bytes in fp32, ELU and GeLU-tanh
-#: 100.4-100.5% in bf16 (GeLU-erf bf16 96.2% with libdevice's erf; its own erfc form since: 100.3%);
-#: "evict_first" on the loads cost 1.4% everywhere, and the earlier 32 KiB programs on 8 warps 1-2% more.
+#: Launch defaults of the elementwise kernels (4 KiB of input per program on 4 warps), from
+#: `python -m kernels.tune_streaming`; the sweep: docs/kernels/elementwise.md.
 ELEMENTWISE_BLOCK_BYTES = 4096
 ELEMENTWISE_WARPS = 4
 

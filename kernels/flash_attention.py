@@ -4,21 +4,15 @@ Inputs are q, k, v of shape (B, H, N, D) (batch, heads, sequence length, head di
 for queries and keys; ``causal`` lets query i see keys 0..i. The softmax scale is 1/sqrt(D).
 ``shape`` below is the tuple (B, H, N, D).
 
-Cost model (``cost``):
-- flops: forward 4*B*H*N^2*D (two matmuls of 2*N^2*D each per head), half that when causal;
-  backward 2.5x the forward (five such matmuls: the recomputed S, dV, dP, dQ, dK), also halved
-  when causal. Work an implementation repeats (a second recomputation of S or dP) is not counted.
-- bytes: the minimum traffic through device memory: forward reads q, k, v and writes o once
-  (4*B*H*N*D elements); backward reads q, k, v, o, dO and the float32 log-sum-exp (B*H*N) and
-  writes dQ, dK, dV (8*B*H*N*D elements + 4*B*H*N bytes). The forward's own log-sum-exp output
-  and the backward's delta = rowsum(dO*O) are an implementation's business and not counted.
+Cost model (``cost``): flops 4*B*H*N^2*D forward (two matmuls per head), 2.5x that backward
+(S recomputed, dV, dP, dQ, dK), halved when causal; bytes the minimum traffic (forward q, k, v, o;
+backward q, k, v, o, dO, the float32 log-sum-exp, dQ, dK, dV). Work an implementation repeats and
+its own temporaries are not counted.
 
-Implementations (``IMPLS``): ``triton`` (this repo's FlashAttention-2 style kernels,
-``flash_attention_triton.py``), ``torch_manual`` (materializes scores and probabilities, float32
-softmax), ``torch_flash`` / ``torch_cudnn`` / ``torch_efficient`` (``F.scaled_dot_product_attention``
-with that backend forced), ``compiled`` (``torch.compile`` of ``torch_manual``), ``flex``
-(``flex_attention`` under ``torch.compile``, causal through a block mask). ``unavailable_reason``
-says, before a call, why an impl cannot run a case here (backend missing, memory, CPU limits).
+Implementations (``IMPLS``): ``triton`` (FlashAttention-2 style, ``flash_attention_triton.py``),
+``torch_manual`` (materializes scores), SDPA with one backend forced (``torch_flash``,
+``torch_cudnn``, ``torch_efficient``), ``compiled`` (``torch_manual`` compiled) and ``flex``.
+``unavailable_reason`` says, before a call, why an impl cannot run a case here.
 """
 from __future__ import annotations
 
@@ -179,10 +173,10 @@ BWD_CONFIGS = {  # head dim -> "split": BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, 
     128: (64, 128, 128, 64, 8, 3),
 }
 #: Long-sequence backward, per head dim (full, causal): tiles by TMA descriptors (True) or plain
-#: loads; D128 causal runs 5-6% faster with plain loads on an H100.
+#: loads, whichever measured faster (docs/kernels/flash_attention.md).
 BWD_TMA = {64: (True, True), 128: (True, False)}
-#: From this N (and N % 4 == 0) the dK/dV loop takes lse and delta rows by 1-D descriptors, which
-#: removes a cp.async wait and CTA barrier per iteration; shorter loops run slower with them.
+#: From this N (and N % 4 == 0) the dK/dV loop takes lse and delta rows by 1-D descriptors (one
+#: barrier less per iteration); shorter loops run slower with them.
 ROWS_TMA_FROM_N = 512
 DKDV_CONFIG = (64, 128, 8, 3)  # "two", dK/dV launch: BLOCK_M1, BLOCK_N1, num_warps, num_stages
 DQ_CONFIG = (128, 32, 8, 3)  # "two", dQ launch: BLOCK_M2, BLOCK_N2, num_warps, num_stages
@@ -197,7 +191,7 @@ LONG_BLOCKS_FROM_N = 128
 SHORT_FWD = (64, 64, 4, 3)
 SHORT_BWD = (64, 64, 64, 64, 4, 3)
 # A grid of fewer 128-row programs than SMs (small_grid) takes smaller blocks: the forward always,
-# the backward only when causal (full, they ran 10% slower on an H100).
+# the backward only when causal, where they measured faster.
 SMALL_GRID_FWD = SHORT_FWD
 SMALL_GRID_BWD = (32, 64, 64, 32, 4, 3)
 FWD_FIELDS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
@@ -386,11 +380,8 @@ def torch_manual(q, k, v, causal: bool = False) -> torch.Tensor:
     return torch.matmul(p.to(q.dtype), v)
 
 
-# Bytes per element of the (B, H, N, N) score matrix that torch_manual holds at its peak: forward
-# the float32 scores and probabilities plus the input-dtype scores briefly (measured on the H100 at
-# B1 H16 N4096 D128 bf16: 2.52 GiB = 10.1 bytes per score); backward, with the forward's saved
-# probabilities, their gradients and the softmax backward's temporaries (measured 4.06 GiB = 16.2
-# bytes per score). About 10% of room on top.
+# Peak bytes per element of the (B, H, N, N) scores that torch_manual holds (measured, plus ~10%
+# room: docs/kernels/flash_attention.md), for unavailable_reason's memory check.
 MANUAL_BYTES_PER_SCORE = {"fwd": 11, "bwd": 18}
 
 

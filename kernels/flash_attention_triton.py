@@ -26,10 +26,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-# dot: tl.dot whose operands are widened to float32 under the interpreter, which multiplies
-# bfloat16 tiles as their raw uint16 bits (exact for bf16/fp16 values: P and dS are still rounded
-# to the input dtype before their matmuls); plain tl.dot in compiled code. Importing triton_compat
-# also fits the interpreter to NumPy >= 2.4 (run-time loop bounds).
+# dot: plain tl.dot in compiled code; under the interpreter, which gets bf16 products wrong, its
+# operands are widened to float32 (exact: P and dS are still rounded to the input dtype first).
 from kernels.triton_compat import dot
 
 

@@ -73,16 +73,10 @@ def compiled(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
 
 
 # --- triton ------------------------------------------------------------------------------------
-# GeLU-erf is x * Phi(x), Phi the normal CDF. Phi(-|x|) = erfc(|x| / sqrt 2) / 2 is computed as
-# t * exp2(q(t) - x^2 log2(e) / 2), t = 1 / (1 + |x| / (2 sqrt 2)) (the Numerical Recipes form of
-# erfc, with the 1/2 and log2(e) folded into q), and Phi(x) = 1 - Phi(-x) for x >= 0. Against
-# 0.5 x (1 + erf(x / sqrt 2)) with libdevice's erf this has no cancellation for x << 0 (there
-# the sum lost all but ~2 digits in fp32: 0.7% relative error at x = -4, hidden by atol), and it is
-# cheaper: in bf16 at 16384^2 the erf form took 0.367 ms on an H100 against 0.354 for a copy of
-# the same bytes, this one 0.353 (fp16 likewise; fp32 is at the copy either way).
-# q: weighted least-squares fits of ln(erfc(z) / t) + z^2 as a polynomial in t, z in [0, 10],
-# weights iterated toward equal-ripple; relative error of erfc 2.2e-7 (degree 8, float32 outputs)
-# and 7.6e-6 (degree 5, 16-bit outputs, whose rounding is 2^-9 or 2^-12).
+# GeLU-erf is x * Phi(x). Phi(-|x|) = erfc(|x| / sqrt 2) / 2 is computed as t * exp2(q(t) - x^2
+# log2(e) / 2), t = 1 / (1 + |x| / (2 sqrt 2)), with q a fitted polynomial (relative error of erfc
+# 2.2e-7 at degree 8 for fp32 outputs, 7.6e-6 at degree 5 for 16-bit): no cancellation for x << 0,
+# and cheaper than libdevice's erf. The fit and its measurements: docs/kernels/elementwise.md.
 @triton.jit
 def _phi_of_minus_abs(x, PRECISE: tl.constexpr):
     t = 1.0 / (1.0 + tl.abs(x) * 0.35355339059327373)

@@ -3,37 +3,20 @@ row-major N x K tensor, like an nn.Linear weight), C (M x N) in the inputs' dtyp
 
 Impls (all take ``(a, b, *, tf32=False)`` and return C):
 - ``torch``: ``torch.matmul`` (cuBLAS on CUDA).
-- ``compiled``: plain ``torch.compile`` of ``torch.matmul`` (``dynamic=True``: one graph per dtype,
-  no recompile per shape). Inductor lowers a lone matmul to cuBLAS: the generated wrapper is
-  ``extern_kernels.mm(arg1_1, arg2_1, out=buf0)`` (torch 2.11). Triton GEMM templates come only
-  under ``mode="max-autotune*"``, too slow to compile for this suite (docs/kernels/matmul.md). So
-  ``compiled`` measures cuBLAS plus the compiled wrapper's guards.
-- ``triton``: tiled Triton GEMM. On Hopper (sm_90+) with TMA-compatible layouts (row-major, 16-byte
-  aligned row strides and base pointers) a persistent kernel: one program per SM walks output
-  tiles in grouped order (L2 reuse), loads A/B tiles with TMA tensor descriptors (out-of-bounds
-  parts are zero-filled, so any M, N, K works without masks), software-pipelines them
-  ``num_stages`` deep into wgmma, and writes C through TMA in two half-tiles (epilogue subtiling,
-  frees shared memory for deeper pipelining). A K-major B is read as it is through a descriptor
-  of B^T; TF32 reads a row-major B that way too, through a transposed copy, when M is large
-  enough to amortize the copy (TF32_TRANSPOSE_MIN_M), because wgmma reads TF32 from shared memory
-  only K-major; a smaller M computes C^T = B^T A^T instead (see _matmul_tma_kernel). Elsewhere
-  (unaligned strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a plain pointer kernel with grouped order and
-  K masks. Both accumulate in fp32; autotuned over a short pruned list keyed on (M, N, K, dtype,
-  precision, B layout). Under ``TRITON_INTERPRET=1`` (CPU) the same kernels run untuned with one
-  small config (the interpreter supports host-side tensor descriptors, so both paths, B^T
-  descriptors, the swapped TF32 form and the warp-specialized form are exercised there too).
-  Results and tuning history: docs/kernels/matmul.md.
-- ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT fp32 SGEMM (128x128x8 block tile,
-  8x8 outputs per thread, A stored transposed in shared memory, 16-byte loads, double buffering).
-  fp32 only.
-- ``torch_manual``: broadcast-multiply-sum ``(a[:, :, None] * b[None]).sum(1)`` in fp32; it
-  materializes an M x K x N fp32 tensor, so it is for small sizes only (see ``manual_bytes``).
+- ``compiled``: ``torch.compile`` of ``torch.matmul`` (``dynamic=True``: one graph per dtype).
+  Inductor lowers a lone matmul to cuBLAS, so this is cuBLAS plus the compiled wrapper's guards.
+- ``triton``: tiled Triton GEMM, fp32 accumulation. On Hopper (sm_90+) with TMA-compatible
+  layouts a persistent kernel (grouped tile order, TMA loads pipelined into wgmma, TMA stores);
+  elsewhere (unaligned strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a pointer kernel. Autotuned
+  over a short pruned list; under ``TRITON_INTERPRET=1`` the same kernels run with one small
+  config. Results and tuning history: docs/kernels/matmul.md.
+- ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT SGEMM, fp32 only.
+- ``torch_manual``: broadcast-multiply-sum in fp32; it materializes an M x K x N tensor, so it is
+  for small sizes only (see ``manual_bytes``).
 
-``tf32=True`` (fp32 inputs only) lets an impl multiply on the tensor cores in TF32 (10-bit
-mantissa operands, fp32 accumulation): torch/compiled through
-``torch.backends.cuda.matmul.allow_tf32`` set only for the call and restored afterwards, Triton
-through ``tl.dot(..., input_precision="tf32")``. With ``tf32=False`` fp32 is computed in full
-fp32 ("ieee"), whatever the global flag says. ``cuda`` and ``torch_manual`` have no TF32 mode.
+``tf32=True`` (fp32 inputs only) lets torch, compiled and triton multiply in TF32 on the tensor
+cores (``allow_tf32`` set for the call only, or ``input_precision="tf32"``); ``tf32=False``
+computes fp32 in full precision whatever the global flag says.
 """
 from __future__ import annotations
 
@@ -125,29 +108,12 @@ _U_FP32 = 2.0**-24
 def tolerance(dtype: torch.dtype | str, k: int) -> tuple[float, float]:
     """(rtol, atol) for comparing C with the float64 reference(), for inputs from make_inputs().
 
-    The one place the matmul tolerances are defined; a value passes when
-    |out - ref| <= atol + rtol * |ref|. Error model for one element c = sum_k a_k b_k with
-    unit-normal a, b (so |c| ~ sqrt(K), and each term a_k b_k ~ 1):
-    - operand rounding in the multiply: bf16/fp16 products are exact in fp32; fp32 FMA rounds
-      at 2**-24; TF32 rounds (cvt.rna) or truncates (the tensor cores on raw fp32) each operand
-      to 10 mantissa bits: relative error up to u_mul = 2**-10 per product, random part
-      sigma ~ 0.41 * u_mul * sqrt(K) (a random walk over K terms), plus, when truncating, a
-      bias of up to u_mul relative to c itself.
-      -> atol term 5 * u_mul * sqrt(K) (~12 sigma); the bias -> rtol = 2 * u_mul.
-    - fp32 accumulation: each add rounds a partial sum of size ~sqrt(k) at 2**-24; sequential
-      order (the SIMT kernel) gives sigma ~ 0.4 * K * 2**-24, blocked/tensor-core order less.
-      -> atol term 10 * K * 2**-24 (~25 sigma of the worst order; tiny in absolute terms).
-    - output rounding to bf16/fp16 (u_out = 2**-8 / 2**-11): relative u_out of c
-      -> rtol = 2 * u_out; and partial sums rounded to the output precision (cuBLAS's
-      reduced-precision split-K reductions for bf16/fp16, allowed by torch's defaults), which
-      err relative to the scale of c rather than to c -> atol term 2 * u_out * sqrt(K) (also
-      what keeps elements near 0 from failing on rounding alone).
-    rtol = 2 * max(u_out, u_mul); atol = sqrt(K) * (5 u_mul + 10 sqrt(K) 2**-24 + 2 u_out).
-    The max over ~10^8 elements sits ~6 sigma out, so a correct kernel does not trip these, while
-    a real bug (a K slice of 16 terms skipped or repeated, a wrong row or column) errs by ~4 or
-    ~sqrt(K), well past them. Examples at K = 4096 (|c| ~ 64): bf16 (7.8e-3, 0.50: one bf16 ulp
-    at 64); fp16 (9.8e-4, 0.065); fp32 (1.2e-7, 2.5e-3); tf32 (2.0e-3, 0.31). On an H100, cuBLAS
-    bf16 at 4096 used 0.39 of this allowance.
+    The one place the matmul tolerances are defined (a value passes when |out - ref| <= atol +
+    rtol * |ref|). For unit-normal inputs an element of C has an rms of sqrt(K); its error comes
+    from operand rounding in the multiply (u_mul: 2**-10 for TF32, 2**-24 for fp32), fp32
+    accumulation and rounding to the output dtype (u_out), so rtol = 2 * max(u_out, u_mul) and
+    atol = sqrt(K) * (5 u_mul + 10 sqrt(K) 2**-24 + 2 u_out): several sigma past a correct kernel,
+    well short of a skipped K slice or a wrong row. Derivation and examples: docs/kernels/matmul.md.
     """
     dt = storage_dtype(dtype)
     u_out = _U_OUT[dt]
@@ -250,24 +216,14 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, num_pr
     WARP_SPECIALIZE=False: persistent; program p computes tiles p, p + num_programs, ... and
     stores C through TMA (in EPILOGUE_SPLIT column pieces).
     WARP_SPECIALIZE=True (experimental, not autotuned: see EXPERIMENTAL_WS_CONFIGS): one tile
-    per program; Triton's Hopper warp specialization splits the K loop into a TMA producer
-    warpgroup and two wgmma consumer warpgroups (each owning half the rows; 3 x num_warps warps
-    in all, registers rebalanced with setmaxnreg). Its data partitioning cannot split a
-    descriptor store (the pass fails to compile one), so C goes out through masked pointer
-    stores. On a persistent loop Triton 3.6 does not specialize at all on sm_90.
-    B_T: b_desc describes B^T (N x K, row-major), so B's tiles sit K-major in shared memory. That
-    is B's own layout when B is a transposed view (an nn.Linear weight), and what TF32 needs:
-    wgmma reads TF32 operands from shared memory only K-major, and with a row-major (N-major) B
-    Triton copies each B tile shared -> registers -> shared and waits on every wgmma (PTX of the
-    128x128x32 config: 80 st.shared in the loop and epilogue against 64, one wgmma in flight). A
-    register-operand form (SWAP_AB) avoids those copies but reached only 62% of cuBLAS TF32 on an
-    H100 at 4096 (ptxas serializes its wgmmas: warning C7515); with K-major B the loop is the
-    16-bit one: TMA loads, four wgmmas on shared-memory descriptors, one group in flight.
-    SWAP_AB (TF32 with a row-major B and an M too small to pay for a B^T copy; persistent form
-    only): computes C^T = B^T A^T, B^T the register operand (loaded once from shared memory,
-    rounded to TF32 on the way, except under the interpreter) and A^T a K-major shared operand;
-    the accumulator is transposed once per tile (64x16384x16384 on an H100: 0.36 ms, against 0.73
-    ms in the pointer kernel).
+    per program, the K loop split by Triton into a TMA producer and two wgmma consumer warpgroups.
+    C goes out through masked pointer stores, because the pass cannot split a descriptor store.
+    B_T: b_desc describes B^T (N x K, row-major), so B's tiles sit K-major in shared memory: B's
+    own layout when B is a transposed view, and the only layout wgmma reads TF32 from shared memory.
+    SWAP_AB (TF32 with a row-major B and M < TF32_TRANSPOSE_MIN_M; persistent form only): computes
+    C^T = B^T A^T with B^T as the register operand (rounded to TF32 on the way, except under the
+    interpreter), transposing the accumulator once per tile. Why and what it gains:
+    docs/kernels/matmul.md.
     EMULATED: running under TRITON_INTERPRET=1 (see _interpret_matmul).
     """
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -368,17 +324,9 @@ def _transpose_kernel(src, dst, R, C, stride_r, BLOCK_R: tl.constexpr, BLOCK_C: 
 
 # ---- configs ----------------------------------------------------------------------------------
 # TMA kernel: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, EPILOGUE_SPLIT, WARP_SPECIALIZE),
-# per (operand dtype, precision). Every entry compiles for sm_90a with Triton 3.6 without spills
-# and within shared memory (checked offline with triton.compile for GPUTarget("cuda", 90, 32) and
-# ptxas -v; the TF32 entries with B_T: 92-159 registers, 131-229 KB; with SWAP_AB: 115-172
-# registers, 144-192 KiB). Rationale:
-# - 16-bit: 128x256x64, 8 warps = two consumer warpgroups of m64n256k16 wgmma, 128 fp32
-#   accumulator registers/thread, 48 KiB per stage: 3-4 stages + a half-tile epilogue buffer;
-#   128x128 for shapes with few tiles.
-# - 64-row tiles only where M <= 64 (a 128-row tile would be half padding).
-# - TF32 (4-byte operands, K-major B): BLOCK_K 32 keeps a 128x256 stage at 48 KiB, as 16-bit's
-#   BLOCK_K 64 does; 128x128 with 5 stages, or BLOCK_K 64 with 3, for shapes with few tiles.
-# - fp32 "ieee" has no tensor-core path: FMA tiles sized not to spill.
+# per (operand dtype, precision); every entry fits sm_90a's registers and shared memory
+# (docs/kernels/matmul.md, "Config tables"). 128x256 stages of 48 KiB for large shapes, 128x128
+# for few tiles, 64-row tiles only where M <= 64; fp32 "ieee" has no tensor-core path.
 _TMA_TABLE: dict[tuple[str, str], list[tuple]] = {
     ("16", "ieee"): [
         (128, 256, 64, 3, 8, 2, False),
@@ -404,10 +352,8 @@ _TMA_TABLE: dict[tuple[str, str], list[tuple]] = {
         (64, 128, 32, 3, 4, 2, False),
     ],
 }
-# Warp-specialized forms (num_warps=4 per group: a TMA producer warpgroup + two wgmma consumer
-# warpgroups, 384 threads, setmaxnreg). They compile, but autotuning bf16 4096 hung on an H100
-# with them in the list (docs/kernels/matmul.md), so they are not autotuned; pass one as config=
-# to try it. perf_tests/test_matmul.py checks them under the interpreter.
+# Warp-specialized forms: kept out of autotuning, which hung with them in the list
+# (docs/kernels/matmul.md); pass one as config=. perf_tests/test_matmul.py checks them under the interpreter.
 EXPERIMENTAL_WS_CONFIGS: list[tuple] = [
     (128, 256, 64, 3, 4, 1, True),
     (128, 256, 64, 4, 4, 1, True),
@@ -454,10 +400,8 @@ def _config_id(cfg: triton.Config, fields) -> tuple:
 
 def _pruner(table, fields, split_by_m: bool = True):
     def prune(configs, nargs, **kwargs):
-        """This dtype/precision's configs; with split_by_m, 64-row tiles exactly when M <= 64.
-
-        The pointer kernel lets all of them compete: its 64x128 tile is the fastest at
-        4097x4095x1023 on an H100, which the M split never let it try (docs/kernels/matmul.md)."""
+        """This dtype/precision's configs; with split_by_m, 64-row tiles exactly when M <= 64
+        (the pointer kernel lets all compete: docs/kernels/matmul.md, "Autotuning")."""
         wanted = set(table[_table_key(kwargs["DTYPE"], kwargs["PRECISION"], kwargs.get("SWAP_AB", False))])
         mine = [c for c in configs if _config_id(c, fields) in wanted]
         if not split_by_m:
@@ -469,11 +413,8 @@ def _pruner(table, fields, split_by_m: bool = True):
 
 
 def _autotune_bench(kernel_call, quantiles):
-    """Each config timed as a CUDA graph of back-to-back calls (10 replays of up to ~5 ms; medians).
-
-    Timed call by call with events, a 5 µs GEMM is mostly launch jitter and the choice flipped
-    between processes; a graph leaves only the kernels. Ranked on a warm L2, which moves GEMMs of
-    this size little."""
+    """Each config timed as a CUDA graph of back-to-back calls (medians), so that launch jitter of a
+    few-µs GEMM does not decide the pick (docs/kernels/matmul.md, "Autotuning")."""
     return triton.testing.do_bench_cudagraph(kernel_call, rep=5, quantiles=quantiles)
 
 
@@ -521,10 +462,8 @@ def _k_major(b: torch.Tensor) -> bool:
     return b.stride(0) == 1 and b.stride(1) > 1
 
 
-# TF32 with a row-major B copies B^T first (8*K*N bytes, about 400/M of the multiply's time) from
-# this M, where the K-major pipeline's ~25% saving pays for it; below it the TMA kernel computes
-# C^T = B^T A^T (SWAP_AB). Measurements: docs/kernels/matmul.md; guarded by
-# perf_tests/test_matmul.py (the B^T copy tests).
+# From this M, TF32 with a row-major B copies B^T first (the copy costs ~400/M of the multiply);
+# below it the TMA kernel computes C^T = B^T A^T (SWAP_AB). Guarded by perf_tests/test_matmul.py.
 TF32_TRANSPOSE_MIN_M = 2048
 
 
@@ -552,7 +491,7 @@ TRANSPOSE_BLOCK = (64, 64, 4)
 def transposed(b: torch.Tensor, block: tuple[int, int, int] = TRANSPOSE_BLOCK) -> torch.Tensor:
     """B^T as a contiguous N x K tensor: the Triton tile copy on a GPU (and under the interpreter)
     for a B with unit column stride, torch's copy otherwise. The tile copy runs at copy speed,
-    where torch's ``b.t().contiguous()`` (0.9 TB/s on an H100) was the whole TF32 gap to cuBLAS."""
+    which torch's ``b.t().contiguous()`` does not (docs/kernels/matmul.md)."""
     if not (b.is_cuda or _INTERPRET) or b.stride(1) != 1:
         return b.t().contiguous()
     k, n = b.shape
@@ -644,12 +583,9 @@ def _interpret_matmul(a: torch.Tensor, b: torch.Tensor, precision: str, config: 
     """TRITON_INTERPRET=1: the same kernels, one small config (INTERPRET_CONFIG unless given),
     no autotuning.
 
-    The interpreter multiplies bf16 blocks as integers and fp16 blocks in fp16, and truncates
-    fp32 -> bf16 casts, so here (EMULATED) the operands go to fp32 before tl.dot, C is kept in
-    fp32 and rounded to the output dtype by torch; TF32 is computed in full fp32 (the swapped
-    form skips its rounding to TF32). Tiling, masking, TMA coordinates, the persistent tile walk,
-    the B^T descriptors, the swapped form and the warp-specialized form, which is what a CPU run
-    can check, are the GPU kernels' own.
+    The interpreter's own bf16/fp16 arithmetic is not faithful, so here (EMULATED) operands go to
+    fp32 before tl.dot and C is rounded to the output dtype by torch; tiling, masking, TMA
+    coordinates and the tile walk, what a CPU run can check, are the GPU kernels' own.
     """
     c = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device=a.device)
     cfg = dict(config or INTERPRET_CONFIG, EMULATED=True)

@@ -1,7 +1,7 @@
 """Compile the Triton kernels some calls will launch, side by side in worker processes, before anything runs.
 
-On a fresh machine the suite's Triton kernels compile one after another, each on its first call:
-~70 s of an H100 host's time, a fifth of the whole suite. Here the calls run first with Triton's
+On a fresh machine the suite's Triton kernels compile one after another, each on its first call
+(a fifth of the suite's time: docs/kernels/README.md). Here the calls run first with Triton's
 jit cache hook answering "handled", so nothing compiles and nothing launches (an autotuned kernel
 lists every config instead of timing them), and what they would have compiled is compiled in a
 pool of processes (threads would not do: much of Triton's compile holds the GIL). The binaries
@@ -73,9 +73,8 @@ def compile_all(specs: Specs, workers: int | None = None) -> int:
     from triton import knobs
 
     # Where the binaries land must stay where the calls look: Inductor, on its first compile,
-    # points TRITON_CACHE_DIR at its own directory unless it is set, and the Triton cases run
-    # after it then missed every binary compiled here (on an H100 the suite's Triton attention
-    # backward and matmul cases compiled it all again: 21 and 16 s of first calls).
+    # points TRITON_CACHE_DIR at its own directory unless it is set, and later Triton calls would
+    # then miss every binary compiled here.
     os.environ.setdefault("TRITON_CACHE_DIR", knobs.cache.dir)
     workers = max(1, min(len(specs), workers or os.cpu_count() or 1))
     # spawn: the parent has a CUDA context, which a forked child cannot use

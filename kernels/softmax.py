@@ -74,7 +74,7 @@ def _softmax_rows_kernel(x_ptr, y_ptr, rows, cols, num_programs, BLOCK_M: tl.con
                          BLOCK_N: tl.constexpr, ITERS: tl.constexpr, EVICT: tl.constexpr):
     """Rows that fit in BLOCK_N: BLOCK_M rows per step, each program striding over row blocks
     (ITERS steps, 1 unless the grid is persistent; the row mask covers a step past the end).
-    EVICT: the loads' eviction policy ("" for none; "evict_first" cost 1.3-1.6% at 16384^2 fp32 on an H100)."""
+    EVICT: the loads' eviction policy ("" for none)."""
     pid = tl.program_id(0)
     offs_n = tl.arange(0, BLOCK_N)
     col_mask = offs_n < cols
@@ -110,7 +110,7 @@ def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPL
     TILES tiles of BLOCK. TILES == 1 keeps the tile in registers (one read); otherwise an online
     pass over the tiles, then a second pass that re-reads them (from L2) to write. KEEP / DROP:
     the eviction policies of the first pass's loads (which the second pass wants in L2) and of the
-    second's ("" for none). EVEN: the tiles cover every slice exactly (no masks: 0.1% at 16384^2 fp32)."""
+    second's ("" for none). EVEN: the tiles cover every slice exactly (no masks)."""
     pid = tl.program_id(0)
     row = pid // SPLITS
     split = pid % SPLITS
@@ -127,10 +127,8 @@ def _softmax_long_kernel(x_ptr, y_ptr, part_ptr, count_ptr, cols, slice_len, SPL
         s = tl.sum(e, axis=0)
     else:
         # Online softmax per lane: m_vec/s_vec hold a running (max, sum) for every lane of the tile.
-        # The running max starts at -FLT_MAX, not -inf, so it is finite unless the row holds +inf
-        # (NaN then, as in the reference): exp(m_vec - m_new) and exp(x - m_new) need no -inf
-        # guards (x = -inf gives 0), which cost 0.3% at 16384^2 fp32 on an H100 (704.6 -> 702.3 µs).
-        # A row of only -inf keeps the sentinel and a zero sum: NaN, as in the reference.
+        # The running max starts at -FLT_MAX, not -inf, so the exps need no -inf guards; a row of
+        # only -inf keeps the sentinel and a zero sum (NaN), a row with +inf gives NaN, as in the reference.
         m_vec = tl.full([BLOCK], -3.4028234663852886e38, tl.float32)
         s_vec = tl.zeros([BLOCK], tl.float32)
         for t in range(TILES):
@@ -221,10 +219,7 @@ def rows_config(rows: int, cols: int, sms: int, programs_per_sm: int = 0) -> dic
 
 
 #: float32 rows from this length on take the tiled kernel rather than the register-resident row
-#: kernel. At 16384x16384 on an H100 (`python -m kernels.tune_streaming`-style sweep, 2026-11-24)
-#: the row kernel read 0.713 ms, the tiled one 0.7017 (torch.compile 0.7021, a copy 0.708);
-#: at 32768x8192 0.707 against 0.699. 16-bit rows stay in the row kernel, which was fastest there
-#: (bf16 16384^2: 0.351 against 0.41-0.49 tiled).
+#: kernel, which measured slower there; 16-bit rows stay in the row kernel (docs/kernels/softmax.md).
 TILED_FP32_FROM = 8192
 
 
@@ -232,8 +227,7 @@ def long_config(rows: int, cols: int, sms: int, interpreting: bool, elem_size: i
     """Launch parameters of the long-row kernel: split rows over programs when rows are few; a
     split slice of up to 8192 elements is one tile in registers, anything else goes in tiles of
     4096. Tiled programs run 16 bytes per thread per tile (32 warps in fp32, 16 in 16-bit) and
-    keep their row in L2 between the passes (evict_last, then evict_first): at 8192x32768 on an
-    H100 that took fp32 from 1.06 to 0.80 ms and bf16 from 0.53 to 0.45 (8 warps, no hints before)."""
+    keep their row in L2 between the passes (evict_last, then evict_first)."""
     splits = 1
     if not interpreting and rows * 2 <= sms:
         splits = max(1, min(sms // rows, triton.cdiv(cols, 2048)))
