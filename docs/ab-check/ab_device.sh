@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# On the device, from the repo root: commit the working tree as the base (the copy's .git is older),
+# then `gpuperf ab HEAD`: identical, or slow (docs/ab-check/slowdown_conftest.py appended to
+# perf_tests/conftest.py in the working tree only). Remaining args go to pytest.
+set -uo pipefail
+mode=$1; shift
+g() { git -c user.email=ab@example.com -c user.name=ab "$@"; }
+[ -d .git ] || g init -q
+g add -A . >/dev/null && g commit -qm "ab base" --allow-empty
+if [ "$mode" = slow ]; then cat docs/ab-check/slowdown_conftest.py >> perf_tests/conftest.py; fi
+gpuperf ab HEAD --rounds 3 --json "$OUT/ab-$mode.json" --markdown "$OUT/ab-$mode.md" -- "$@"
+rc=$?
+git checkout -q -- perf_tests/conftest.py
+exit $rc
