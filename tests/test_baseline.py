@@ -440,3 +440,12 @@ def test_save_without_keeping_others_writes_exactly_the_entries(tmp_path):
     bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::c"), keep_others=False)
     b = bl.load(path)
     assert sorted(b.entries) == ["t::a", "t::c"] and "drift" not in b.entries["t::a"]  # exactly what was given
+
+
+def test_a_recording_adds_its_own_run_not_a_faster_re_measurement(tmp_path):
+    """A suspect result re-measured during --gpuperf-save keeps its fastest run for the verdict, but
+    the history gets the recording's first run: re-measured minima would pull the baseline down."""
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": result("t::a", 1.0)})
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": result("t::a", 0.985, history=[1.06])})
+    assert bl.load(path).entries["t::a"]["history"] == [1.0, 1.06]

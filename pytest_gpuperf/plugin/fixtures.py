@@ -83,23 +83,27 @@ class GpuBenchmark:
         planned = settings.plan.methods.get(self._item.nodeid) if settings.plan else None
         prefer = planned or (base or {}).get("method")
 
+        first_medians: list[float] = []
+
         def run() -> tuple[dict, Measurement]:
             measurement = measure(call, settings.timing, inputs=inputs, prefer=prefer,
                                   calibration=perf.calibration)
             for key in totals:
                 totals[key] += getattr(measurement, key)
-            return self._record(measurement, inputs, nbytes, flops), measurement
+            record = self._record(measurement, inputs, nbytes, flops)
+            first_medians.append(record["median_ms"])
+            return record, measurement
 
-        # a recording is one run: the entry's history holds single runs, as the gate compares them
-        retries = 0 if settings.save else settings.retries
         record, measurement, verdict, attempt = verdict_mod.remeasure_while_suspect(
-            base, run, threshold, retries, judging=settings.compare)
+            base, run, threshold, settings.retries, judging=settings.compare)
         result = Result.from_dict(record)
         result.remeasured = attempt
         result.wall_s, result.measured_s, result.first_call_s = totals["wall_s"], totals["measured_s"], \
             totals["first_call_s"]
         result.threshold = threshold
         result.baseline = base
+        if settings.save:  # the recording is the first run, not the fastest of a suspect's re-measurements
+            result.history = first_medians[:1]
         if verdict is not None:
             result.verdict, result.memory_verdict = verdict.time, verdict.memory
             result.change, result.memory_change = verdict.change, verdict.memory_change

@@ -397,7 +397,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
             if keep_others:  # a recording adds its median to the history of an entry measured alike
                 for name, entry in entries.items():
                     before = previous.get(name) or {}
-                    history = (medians(before) if before and _alike(before, entry) else []) + [entry["median_ms"]]
+                    history = (medians(before) if before and _alike(before, entry) else []) + medians(entry)
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
                     legacy = entry.get("drift") or (before.get("drift") if before and _how(before) == _how(entry) else None)
                     entries[name] = with_history(entry, history, legacy)
