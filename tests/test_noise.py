@@ -41,7 +41,7 @@ def test_a_bimodal_history_allows_a_run_in_either_mode() -> None:
 def test_an_outlier_recording_leaves_the_window() -> None:
     history = [2.0] + [1.0] * (HISTORY_WINDOW - 1)
     assert pooled_spread(history, [1.0]).sigma > 0.1
-    history = noise.window(history, 1.0)
+    history = noise.window([*history, 1.0])
     assert len(history) == HISTORY_WINDOW and 2.0 not in history
     assert pooled_spread(history, [1.0]).sigma < 0.01
 

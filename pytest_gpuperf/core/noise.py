@@ -125,7 +125,6 @@ def t_quantile(p: float, df: float) -> float:
     return z + g1 / df + g2 / df ** 2 + g3 / df ** 3 + g4 / df ** 4
 
 
-def window(history: Sequence[float], newest: float | None = None) -> list[float]:
-    """A baseline entry's recordings after adding `newest`, bounded to `HISTORY_WINDOW`."""
-    out = [*history, *([] if newest is None else [newest])]
-    return out[-HISTORY_WINDOW:]
+def window(history: Sequence[float]) -> list[float]:
+    """A baseline entry's recordings bounded to the last `HISTORY_WINDOW`."""
+    return list(history)[-HISTORY_WINDOW:]

@@ -77,8 +77,6 @@ def _positive_float(text: str) -> float:
     return value
 
 
-
-
 def _cache_mode(text: str) -> str:
     try:
         return CacheMode(text).value

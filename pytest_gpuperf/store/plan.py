@@ -25,7 +25,9 @@ class Plan:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{path}: not a readable gpuperf ab plan ({exc})") from None
-        select, methods = (doc.get("select"), doc.get("methods")) if isinstance(doc, dict) else (1, 1)
+        if not isinstance(doc, dict):
+            doc = {"methods": None}  # not a mapping: refused below like a bad one
+        select, methods = doc.get("select"), doc.get("methods")
         if not ((select is None or isinstance(select, list)) and isinstance(methods, dict)):
             raise ValueError(f"{path}: not a gpuperf ab plan (expected {{\"select\": [...] | null, \"methods\": {{}}}})")
         return cls([str(s) for s in select] if select is not None else None,
