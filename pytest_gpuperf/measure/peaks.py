@@ -223,8 +223,10 @@ class Peaks:
         if rate / peak > STALE_PEAK_RATIO and name not in self._stale_noted:
             self._stale_noted.add(name)
             self.notes.append(
-                f"gpuperf: a result reads {100 * rate / peak:.0f}% of the {name} peak {peak:g} measured here: "
-                f"the peak looks stale (other clocks, or measured under load); {REMEASURE_HINT}")
+                f"gpuperf: a result reads {100 * rate / peak:.0f}% of the {name} peak {peak:g} measured here "
+                f"(re-measured): either its data stays in the L2 cache between samples (a working set smaller "
+                f"than the L2, see docs/measurement.md) or the peak looks stale (other clocks, or measured "
+                f"under load; {REMEASURE_HINT})")
         return rate / peak
 
     def recordable(self) -> dict[str, float]:
