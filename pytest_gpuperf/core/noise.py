@@ -106,9 +106,9 @@ def pooled_spread(base: Sequence[float], now: Sequence[float], prior: Prior = AC
 
 
 def center(values: Sequence[float]) -> float:
-    """A side's typical median: the geometric mean of its medians."""
-    logs = [math.log(v) for v in values if v > 0]
-    return math.exp(statistics.fmean(logs)) if logs else float("nan")
+    """A side's typical median: the geometric mean of its (positive) medians."""
+    positive = [v for v in values if v > 0]
+    return statistics.geometric_mean(positive) if positive else float("nan")
 
 
 def t_quantile(p: float, df: float) -> float:
