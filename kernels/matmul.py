@@ -7,8 +7,8 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
   Inductor lowers a lone matmul to cuBLAS, so this is cuBLAS plus the compiled wrapper's guards.
 - ``triton``: tiled Triton GEMM, fp32 accumulation. On Hopper (sm_90+) with TMA-compatible
   layouts a persistent kernel (grouped tile order, TMA loads pipelined into wgmma, TMA stores);
-  elsewhere (unaligned strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a pointer kernel. Autotuned
-  over a short pruned list; under ``TRITON_INTERPRET=1`` the same kernels run with one small
+  elsewhere (unaligned strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a pointer kernel. Each launch
+  runs its GPU model's pick (matmul_picks.yaml), or else is autotuned over a short pruned list; under ``TRITON_INTERPRET=1`` the same kernels run with one small
   config. Results and tuning history: docs/kernels/matmul.md.
 - ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT SGEMM, fp32 only.
 - ``torch_manual``: broadcast-multiply-sum in fp32; it materializes an M x K x N tensor, so it is
@@ -24,10 +24,12 @@ import functools
 import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
+import yaml
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels import common
@@ -398,18 +400,70 @@ def _config_id(cfg: triton.Config, fields) -> tuple:
     return tuple(kw[f] for f in fields)
 
 
-def _pruner(table, fields, split_by_m: bool = True):
+def _candidates(table, fields, values: list[tuple], m: int, split_by_m: bool) -> list[tuple]:
+    """The configs (field tuples) that compete for one launch; with split_by_m, 64-row tiles
+    exactly when M <= 64 (the pointer kernel lets all compete: docs/kernels/matmul.md, "Autotuning")."""
+    if not split_by_m:
+        return values
+    kept = [v for v in values if (dict(zip(fields, v))["BLOCK_M"] == 64) == (m <= 64)]
+    return kept or values
+
+
+# ---- picks: one config per GPU model and launch, used instead of autotuning -------------------
+# The autotuner's pick for one launch varied between processes on one H100 (Triton fp16 4096 read
+# 187 µs in one process, 202 and 213 µs in two others), and a gate cannot tell that from a change
+# to the code. `python -m kernels.tune_matmul --write` times every candidate with gpu_benchmark's
+# timer and records the fastest here; launches without a pick are autotuned as before.
+PICKS_PATH = Path(__file__).with_name("matmul_picks.yaml")
+
+
+def pick_key(kernel: str, m: int, n: int, k: int, dtype_key: str, precision: str, b_t: bool = False,
+             swap_ab: bool = False) -> str:
+    """The picks file's name for one launch: kernel, shape, operand dtype, precision and B's form."""
+    return f"{kernel} {m}x{n}x{k} {dtype_key} {precision}" + (" b_t" if b_t else "") + (" swap_ab" if swap_ab else "")
+
+
+@functools.cache
+def _picks(device_index: int) -> dict[str, tuple]:
+    """This GPU model's picks (an empty table on a model without any)."""
+    from pytest_gpuperf.measure.device import describe
+
+    if not PICKS_PATH.exists():
+        return {}
+    table = yaml.safe_load(PICKS_PATH.read_text()) or {}
+    return {key: tuple(v) for key, v in (table.get(describe(device_index)["key"]) or {}).items()}
+
+
+def _pruner(table, fields, kernel: str, split_by_m: bool = True):
     def prune(configs, nargs, **kwargs):
-        """This dtype/precision's configs; with split_by_m, 64-row tiles exactly when M <= 64
-        (the pointer kernel lets all compete: docs/kernels/matmul.md, "Autotuning")."""
+        """This dtype/precision's configs that may compete for this launch, or only its pick."""
+        ids = [_config_id(c, fields) for c in configs]
         wanted = set(table[_table_key(kwargs["DTYPE"], kwargs["PRECISION"], kwargs.get("SWAP_AB", False))])
-        mine = [c for c in configs if _config_id(c, fields) in wanted]
-        if not split_by_m:
-            return mine
-        small_m = nargs["M"] <= 64
-        kept = [c for c in mine if (c.kwargs["BLOCK_M"] == 64) == small_m]
-        return kept or mine
+        values = _candidates(table, fields, [v for v in ids if v in wanted], nargs["M"], split_by_m)
+        key = pick_key(kernel, nargs["M"], nargs["N"], nargs["K"], kwargs["DTYPE"], kwargs["PRECISION"],
+                       kwargs.get("B_T", False), kwargs.get("SWAP_AB", False))
+        picked = _picks(nargs["c_ptr"].device.index or 0).get(key)
+        if picked in values:
+            values = [picked]
+        return [c for c, v in zip(configs, ids) if v in values]
     return prune
+
+
+def candidates(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False) -> tuple[str, list[dict]]:
+    """The pick key of triton_matmul(a, b, tf32=tf32) and the configs that compete for it, each as
+    the dict that `config=` takes (kernels/tune_matmul.py times them)."""
+    (m, k), n = a.shape, b.shape[1]
+    precision, dkey = ("tf32" if tf32 else "ieee"), _DTYPE_KEY[a.dtype]
+    if uses_tma(a, b, tf32=tf32):
+        b_t = _k_major(b) or _copies_b_t(b, m, tf32)  # as b_operand decides
+        swap_ab = tf32 and not b_t
+        table, fields, kernel, split = _TMA_TABLE, _TMA_FIELDS, "tma", True
+    else:
+        b_t = swap_ab = False
+        table, fields, kernel, split = _PTR_TABLE, _PTR_FIELDS, "ptr", False
+    values = _candidates(table, fields, table[_table_key(dkey, precision, swap_ab)], m, split)
+    configs = [dict(zip(fields, v), GROUP_M=8) for v in values]
+    return pick_key(kernel, m, n, k, dkey, precision, b_t, swap_ab), configs
 
 
 def _autotune_bench(kernel_call, quantiles):
@@ -425,11 +479,11 @@ def _unique(table) -> list[tuple]:
 _TUNE_KEY = ["M", "N", "K", "DTYPE", "PRECISION"]
 _tma_tuned = triton.autotune(
     configs=[_make_config(_TMA_FIELDS, v, _set_tma_blocks) for v in _unique(_TMA_TABLE)],
-    key=[*_TUNE_KEY, "B_T", "SWAP_AB"], prune_configs_by={"early_config_prune": _pruner(_TMA_TABLE, _TMA_FIELDS)},
+    key=[*_TUNE_KEY, "B_T", "SWAP_AB"], prune_configs_by={"early_config_prune": _pruner(_TMA_TABLE, _TMA_FIELDS, "tma")},
     do_bench=_autotune_bench)(_matmul_tma_kernel)
 _ptr_tuned = triton.autotune(  # B's strides are runtime arguments here: one key for all layouts
     configs=[_make_config(_PTR_FIELDS, v) for v in _unique(_PTR_TABLE)],
-    key=_TUNE_KEY, prune_configs_by={"early_config_prune": _pruner(_PTR_TABLE, _PTR_FIELDS, split_by_m=False)},
+    key=_TUNE_KEY, prune_configs_by={"early_config_prune": _pruner(_PTR_TABLE, _PTR_FIELDS, "ptr", split_by_m=False)},
     do_bench=_autotune_bench)(_matmul_ptr_kernel)
 
 _DTYPE_KEY = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
