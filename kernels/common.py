@@ -57,13 +57,25 @@ def streaming_cost(shape, dtype: torch.dtype, flops_per_element: int) -> tuple[i
     return 2 * n * torch.empty((), dtype=dtype).element_size(), flops_per_element * n
 
 
+def compile_options() -> dict[str, bool]:
+    """Inductor options of the suite's torch.compile references: no code choice made by timing
+    candidates while compiling (pointwise autotuning off, one reduction config), so that every
+    process compiles the same code for a function. Autotuned, one function's code differed by up to
+    1.8x between processes, which a gate cannot tell from a change (docs/gate.md, "torch.compile")."""
+    import torch._inductor.config as inductor
+
+    options = {"triton.autotune_pointwise": False}
+    if hasattr(inductor, "deterministic"):
+        options["deterministic"] = True
+    return options
+
+
 def lazy_compile(fn: Callable) -> Callable[[], Callable]:
     """A function that returns torch.compile(fn), building it on its first call only.
 
     Static shapes (dynamic=False): each shape gets the kernel Inductor would generate for it alone;
     the recompile limit is raised so that the suite's shapes x dtypes never fall back to eager
-    silently. Inductor's defaults otherwise, pointwise autotuning included (its cost:
-    docs/kernels/elementwise.md)."""
+    silently. Inductor's defaults otherwise, apart from compile_options()."""
 
     @functools.cache
     def build() -> Callable:
@@ -72,7 +84,7 @@ def lazy_compile(fn: Callable) -> Callable[[], Callable]:
         config = torch._dynamo.config
         limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
         setattr(config, limit, max(getattr(config, limit), 64))
-        return torch.compile(fn, dynamic=False)
+        return torch.compile(fn, dynamic=False, options=compile_options())
 
     return build
 

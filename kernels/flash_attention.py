@@ -24,6 +24,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from kernels import common
+
 LOG2E = 1.4426950408889634
 
 # ----------------------------------------------------------------------------------------------
@@ -414,7 +416,7 @@ _SDPA_CHECKS = {  # impl -> (SDPBackend name, torch.backends.cuda checker)
 
 @functools.cache
 def _compiled_manual():
-    return torch.compile(torch_manual, dynamic=False)
+    return torch.compile(torch_manual, dynamic=False, options=common.compile_options())
 
 
 def _no_donated_buffers():
