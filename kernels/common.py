@@ -61,7 +61,7 @@ def compile_options() -> dict[str, bool]:
     """Inductor options of the suite's torch.compile references: no code choice made by timing
     candidates while compiling (pointwise autotuning off, one reduction config), so that every
     process compiles the same code for a function. Autotuned, one function's code differed by up to
-    1.8x between processes, which a gate cannot tell from a change (docs/gate.md, "torch.compile")."""
+    1.8x between processes, which a gate cannot tell from a change (docs/gate.md, "Code that differs between processes")."""
     import torch._inductor.config as inductor
 
     options = {"triton.autotune_pointwise": False}

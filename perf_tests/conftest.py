@@ -41,9 +41,9 @@ CPU_MAX_NUMEL = 1 << 20
 INTERPRETER_MAX_NUMEL = 1 << 16
 
 
-#: torch.compile's code for one function differs between processes (up to 1.8x on an H100 and an H200
-#: with torch 2.11, docs/gate.md): its reference cases are held to this much against a stored
-#: baseline. An A/B run shares Inductor's cache between its two sides, so they compile alike.
+#: The torch.compile reference cases are held to this much against a stored baseline: autotuned, their
+#: code differed between processes by up to 1.8x; compiled with kernels.common.compile_options() it
+#: agrees between processes of one machine, not yet measured across machines (docs/gate.md).
 COMPILED_THRESHOLD = "30%"
 
 

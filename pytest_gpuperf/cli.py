@@ -308,16 +308,17 @@ def _parser() -> _Parser:
     pl.add_argument("files", metavar="FILE", nargs="+")
     pl.add_argument("-o", "--output", required=True, metavar="OUT.png")
     pl.set_defaults(func=_cmd_plot)
-    m = sub.add_parser("merge", help="combine recordings of one GPU (several leases) into one baseline with drift",
+    m = sub.add_parser("merge", help="combine recordings of one GPU model (several machines) into one baseline",
                        description="Combine baselines or results JSON of one GPU model, oldest first, into OUT: each "
-                                   "entry gets the median of the recorded medians and their range (largest / smallest "
-                                   "- 1) as `drift`, which the comparison adds to its noise bound. A test whose "
-                                   "medians differ by more than --max-drift keeps its newest entry. OUT may be one of "
-                                   "the inputs; an existing OUT that is not one is refused.")
+                                   "entry's history gets the recorded medians (the newest, up to the history window), "
+                                   "from which the comparison learns the test's run-to-run spread, and its median "
+                                   "their center. A test whose medians differ by more than --max-drift (largest / "
+                                   "smallest - 1) keeps its newest entry. OUT may be one of the inputs; an existing OUT "
+                                   "that is not one is refused.")
     m.add_argument("files", metavar="FILE", nargs="+")
     m.add_argument("-o", "--output", required=True, metavar="OUT.yaml")
     m.add_argument("--max-drift", default=f"{MAX_DRIFT * 100:g}%",
-                   help="largest spread taken as drift (default %(default)s)")
+                   help="largest spread of a test's medians that are combined (default %(default)s)")
     m.set_defaults(func=_cmd_merge)
     a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--threshold PCT] [--json PATH] [--markdown PATH] "
                                    "[-- PYTEST_ARGS...]", help="measure a base revision and the working tree on this GPU, interleaved; exit 1 "

@@ -2,10 +2,7 @@
 # One device command on a freshly started machine: the smoke subset, the whole suite against the
 # committed baselines (results JSON kept for `gpuperf merge`), then the harness self-checks.
 set -uo pipefail
-python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,clocks.sm,power.limit,temperature.gpu --format=csv > "$OUT/gpu.txt"
-S=$(date +%s)
+. docs/ab-check/setup.sh
 timeout 100 python -m pytest perf_tests -m smoke --gpuperf -q -p no:randomly > "$OUT/smoke.log" 2>&1
 echo "smoke rc=$? $(( $(date +%s) - S )) s"
 S2=$(date +%s)

@@ -3,10 +3,7 @@
 # --write), then time the torch.compile cases and the Triton matmuls against the committed baselines
 # in two processes, each with Inductor caches of its own.
 set -uo pipefail
-python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-export PYTHONUNBUFFERED=1
-S=$(date +%s)
-nvidia-smi --query-gpu=name,clocks.sm,power.limit,temperature.gpu --format=csv > "$OUT/gpu.txt"
+. docs/ab-check/setup.sh
 timeout 200 python -m kernels.tune_matmul --rounds 2 --write --out "$OUT/tune.json" > "$OUT/probe.log" 2>&1
 echo "tune rc=$? $(( $(date +%s) - S )) s"; cp kernels/matmul_picks.yaml "$OUT/"
 for i in 1 2; do
