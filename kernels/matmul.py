@@ -8,8 +8,8 @@ Impls (all take ``(a, b, *, tf32=False)`` and return C):
 - ``triton``: tiled Triton GEMM, fp32 accumulation. On Hopper (sm_90+) with TMA-compatible
   layouts a persistent kernel (grouped tile order, TMA loads pipelined into wgmma, TMA stores);
   elsewhere (unaligned strides, pre-Hopper GPUs, MATMUL_TRITON_TMA=0) a pointer kernel. Each launch
-  runs its GPU model's pick (matmul_picks.yaml), or else is autotuned over a short pruned list; under ``TRITON_INTERPRET=1`` the same kernels run with one small
-  config. Results and tuning history: docs/kernels/matmul.md.
+  runs its GPU model's pick (matmul_picks.yaml), or else is autotuned over a short pruned list;
+  under ``TRITON_INTERPRET=1`` the same kernels run with one small config. Results and tuning history: docs/kernels/matmul.md.
 - ``cuda``: kernels/cuda/matmul.cu, a shared-memory tiled SIMT SGEMM, fp32 only.
 - ``torch_manual``: broadcast-multiply-sum in fp32; it materializes an M x K x N tensor, so it is
   for small sizes only (see ``manual_bytes``).
@@ -400,7 +400,7 @@ def _config_id(cfg: triton.Config, fields) -> tuple:
     return tuple(kw[f] for f in fields)
 
 
-def _candidates(table, fields, values: list[tuple], m: int, split_by_m: bool) -> list[tuple]:
+def _candidates(fields, values: list[tuple], m: int, split_by_m: bool) -> list[tuple]:
     """The configs (field tuples) that compete for one launch; with split_by_m, 64-row tiles
     exactly when M <= 64 (the pointer kernel lets all compete: docs/kernels/matmul.md, "Autotuning")."""
     if not split_by_m:
@@ -439,7 +439,7 @@ def _pruner(table, fields, kernel: str, split_by_m: bool = True):
         """This dtype/precision's configs that may compete for this launch, or only its pick."""
         ids = [_config_id(c, fields) for c in configs]
         wanted = set(table[_table_key(kwargs["DTYPE"], kwargs["PRECISION"], kwargs.get("SWAP_AB", False))])
-        values = _candidates(table, fields, [v for v in ids if v in wanted], nargs["M"], split_by_m)
+        values = _candidates(fields, [v for v in ids if v in wanted], nargs["M"], split_by_m)
         key = pick_key(kernel, nargs["M"], nargs["N"], nargs["K"], kwargs["DTYPE"], kwargs["PRECISION"],
                        kwargs.get("B_T", False), kwargs.get("SWAP_AB", False))
         picked = _picks(nargs["c_ptr"].device.index or 0).get(key)
@@ -461,7 +461,7 @@ def candidates(a: torch.Tensor, b: torch.Tensor, *, tf32: bool = False) -> tuple
     else:
         b_t = swap_ab = False
         table, fields, kernel, split = _PTR_TABLE, _PTR_FIELDS, "ptr", False
-    values = _candidates(table, fields, table[_table_key(dkey, precision, swap_ab)], m, split)
+    values = _candidates(fields, table[_table_key(dkey, precision, swap_ab)], m, split)
     configs = [dict(zip(fields, v), GROUP_M=8) for v in values]
     return pick_key(kernel, m, n, k, dkey, precision, b_t, swap_ab), configs
 
