@@ -156,3 +156,23 @@ def test_without_pytests_cache_peaks_still_work(pytester: pytest.Pytester) -> No
     pytester.makepyfile(test_rates=BROKEN_RUN)
     result = pytester.runpytest("--gpuperf", "-p", "no:cacheprovider", "--gpuperf-budget", "0.05")
     result.assert_outcomes(passed=1)
+
+
+def test_a_small_memory_bound_result_is_held_against_copies_of_about_its_own_traffic() -> None:
+    """A call whose data stays in the L2 between a graph's calls is held against copies of about its
+    traffic measured the same way, where they are faster than the large copy; large results against
+    the large copy alone."""
+    from pytest_gpuperf.measure.peaks import MATCHED_COPY_BELOW, matched_copy_names
+
+    assert matched_copy_names(8 << 20) == ["copy_8192kib_gbps"]
+    assert matched_copy_names((8 << 20) + 40) == ["copy_8192kib_gbps", "copy_16384kib_gbps"]
+    assert matched_copy_names(100) == ["copy_64kib_gbps"]
+    assert matched_copy_names(MATCHED_COPY_BELOW) == []
+    rates = {"copy_gbps": 3000.0, "copy_8192kib_gbps": 3900.0, "copy_16384kib_gbps": 3400.0, "copy_64kib_gbps": 90.0}
+    asked = []
+    peaks = Peaks({}, kind=CUDA, probe=lambda name, dtype: asked.append(name) or PeakReading(rates[name], 0.002))
+    assert peaks.memory_ceiling((8 << 20) + 40) == "copy_8192kib_gbps"
+    assert peaks.fraction("copy_8192kib_gbps", 3510.0) == pytest.approx(0.9)
+    assert peaks.memory_ceiling(100) == "copy_gbps"  # a tiny copy is launch-bound: the large one is faster
+    assert peaks.memory_ceiling(1 << 30) == "copy_gbps" and "copy_1048576kib_gbps" not in asked
+    assert peaks.recordable()["copy_8192kib_gbps"] == 3900.0  # cached and written into baselines like the others

@@ -103,6 +103,21 @@ def _run(sim, fn, prefer=None, cache="cold"):
     return timing.CudaTimer(fn, config, (), prefer, torch=sim.torch).run()
 
 
+@pytest.mark.parametrize("footprint_mib, flushed", [(1, True), (600, False)])
+def test_sim_a_cold_call_larger_than_the_l2_runs_back_to_back(sim, footprint_mib, flushed) -> None:
+    """Cold mode flushes the L2 before each sample of a call that fits in it (the sim's L2: 525 MiB);
+    a larger call's samples run back to back, no flush queued, and read the call alone either way."""
+    flushes = []
+    flush_read = sim.torch.sum
+    sim.torch.sum = lambda *a, **k: (flushes.append(1), flush_read(*a, **k))
+    sim.torch.cuda.max_memory_allocated = lambda: footprint_mib << 20
+    m = _run(sim, sim.kernel(0.25, host_ms=0.05))
+    assert m.flushed is flushed
+    assert (len(flushes) > m.stats.samples) is flushed
+    assert m.median_ms == pytest.approx(0.25, rel=0.02)
+    assert not _run(sim, sim.kernel(0.25, host_ms=0.05), cache="warm").flushed
+
+
 def test_sim_a_call_whose_launch_the_flush_hides_is_timed_with_events(sim) -> None:
     m = _run(sim, sim.kernel(0.25, host_ms=0.15))
     assert m.method == "events"
@@ -358,9 +373,20 @@ def test_a_timing_version_changes_only_the_methods_it_names(monkeypatch) -> None
 
     old, new = timing.TIMING_VERSION, timing.TIMING_VERSION + 1
     monkeypatch.setattr(timing, "TIMING_VERSION", new)
-    monkeypatch.setattr(timing, "TIMING_CHANGES", {**timing.TIMING_CHANGES, new: (("events",), "events moved")})
+    monkeypatch.setattr(timing, "TIMING_CHANGES", {**timing.TIMING_CHANGES, new: timing.TimingChange(("events",), "events moved")})
     assert timing.version_note({"timing": old, "method": "graph"}) is None
     assert timing.timing_epoch({"timing": old, "method": "graph"}) == timing.timing_epoch({"timing": new, "method": "graph"})
     assert timing.version_note({"timing": old, "method": "events"}).endswith(f"measures with {new}: events moved")
     assert "events moved" in timing.version_note({"timing": old})  # method unknown: every change may apply
+
+
+def test_a_timing_version_changes_only_the_cache_modes_it_names() -> None:
+    """Version 5 moved cold samples only (back to back above the L2's size): warm entries of version 4
+    compare with this gpuperf's, cold ones do not, and an entry that names no cache mode may have moved."""
+    from pytest_gpuperf.core import versions as timing
+
+    assert timing.version_note({"timing": 4, "method": "events", "cache": "warm"}) is None
+    assert "back to back" in timing.version_note({"timing": 4, "method": "events", "cache": "cold"})
+    assert "back to back" in timing.version_note({"timing": 4, "method": "graph"})
+    assert timing.version_note({"timing": 4, "method": "cpu", "cache": "n/a"}) is None
     assert "events moved" not in timing.version_note({"timing": 2, "method": "graph"})

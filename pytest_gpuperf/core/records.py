@@ -57,6 +57,7 @@ class Result:
     bytes: int | None = field(default=None, metadata=_json(3))
     flops: int | None = field(default=None, metadata=_json(4))
     bound: str | None = field(default=None, metadata=_json(5))  # "memory" or "compute": the nearer roofline
+    peak: str | None = field(default=None, metadata=_json(30))  # the measured peak % of peak is of (peaks.py)
     peak_memory_bytes: int | None = field(default=None, metadata=_json(6))
     method: str | None = field(default=None, metadata=_json(9))  # a Method value
     calls_per_sample: int = field(default=1, metadata=_json(10))

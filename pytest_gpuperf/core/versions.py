@@ -2,22 +2,42 @@
 differently are never compared as if they were timed alike."""
 from __future__ import annotations
 
-from .records import Method
+from typing import NamedTuple
 
-#: The version this gpuperf measures with. A change names the methods whose samples it moved;
-#: results of the other methods compare across it.
-TIMING_VERSION = 4
+from .records import CacheMode, Method
+
+
+class TimingChange(NamedTuple):
+    """What one timing version changed: the methods, and the cache modes (None: all), whose samples it moved."""
+
+    methods: tuple[str, ...]
+    text: str
+    caches: tuple[str, ...] | None = None
+
+
+#: The version this gpuperf measures with. A change names the methods (and cache modes) whose
+#: samples it moved; results of the others compare across it.
+TIMING_VERSION = 5
 CUDA_METHODS = (Method.EVENTS.value, Method.GRAPH.value, Method.QUEUED.value, Method.DEVICE_SYNC.value)
-TIMING_CHANGES = {  # version -> (methods it changed, what changed)
-    2: (CUDA_METHODS, "CUDA event samples no longer include the ~1 µs latency of a kernel launched between two "
+TIMING_CHANGES = {
+    2: TimingChange(CUDA_METHODS, "CUDA event samples no longer include the ~1 µs latency of a kernel launched between two "
                       "events (they read the call as it runs in a stream, as graph replays do)"),
-    3: (CUDA_METHODS,
+    3: TimingChange(
+        CUDA_METHODS,
         "CUDA event samples no longer include the ~1 µs gap between two kernels queued eagerly (they read the "
         "call as a graph replay does: up to ~1.5 µs less per sample on an H100), and graphs hold at most 50 "
         "calls (a GPU can space the kernels of longer graphs out: a 1 µs kernel read up to 25% less)"),
-    4: ((Method.EVENTS.value, Method.GRAPH.value, Method.QUEUED.value),
+    4: TimingChange(
+        (Method.EVENTS.value, Method.GRAPH.value, Method.QUEUED.value),
         "samples no longer include the gap a GPU leaves after a call's last kernel before the next kernel starts "
         "(measured per GPU with CUPTI: 0.1-0.4 µs per call on an H100); a call reads as a profiler's kernel time"),
+    5: TimingChange(
+        CUDA_METHODS,
+        "with a cold L2, a call whose inputs and allocations exceed the L2 is no longer sampled behind a flush but "
+        "back to back: each sample pays for the lines the call before it left dirty, as a call in a loop does "
+        "(a flushed sample never wrote them back: memory-bound calls read up to 4% faster than a profiler's "
+        "steady state on an H100)",
+        (CacheMode.COLD.value,)),
 }
 
 
@@ -34,8 +54,8 @@ def recorded_version(entry: dict) -> int | None:
 def _changed(version: int, entry: dict) -> bool:
     """Whether timing version `version` moved the samples of an entry's method (assumed so for an
     entry that does not say how it was timed)."""
-    method = entry.get("method")
-    return not method or method in TIMING_CHANGES[version][0]
+    change, method, cache = TIMING_CHANGES[version], entry.get("method"), entry.get("cache")
+    return (not method or method in change.methods) and (not cache or change.caches is None or cache in change.caches)
 
 
 def timing_epoch(entry: dict) -> int | None:
@@ -57,6 +77,6 @@ def version_note(entry: dict) -> str | None:
         return None
     if version > TIMING_VERSION:
         return f"timing version {version}, newer than this gpuperf's {TIMING_VERSION}: upgrade pytest-gpuperf"
-    changes = "; ".join(TIMING_CHANGES[v][1] for v in TIMING_CHANGES
+    changes = "; ".join(TIMING_CHANGES[v].text for v in TIMING_CHANGES
                         if version < v <= TIMING_VERSION and _changed(v, entry))
     return f"timing version {version}, and this gpuperf measures with {TIMING_VERSION}: {changes}"

@@ -34,10 +34,14 @@ class Calibration:
         """The gap a graph node leaves after a call (cached per process and on disk by node_gap.py)."""
         return node_gap.lookup(index)
 
+    def l2_bytes(self, torch: Any, index: int) -> int:
+        """The L2 cache size of device `index` (64 MiB where the device does not say)."""
+        return getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or (64 << 20)
+
     def flush(self, torch: Any, index: int) -> "Flush":
         """The L2 flush of device `index`; its buffer is allocated once."""
         if index not in self.flush_buffers:
-            l2 = getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or (64 << 20)
+            l2 = self.l2_bytes(torch, index)
             buf = torch.zeros(max(2 * l2, 64 << 20) // 4, dtype=torch.float32, device=f"cuda:{index}")
             self.flush_buffers[index] = (buf, torch.empty((), dtype=torch.float32, device=f"cuda:{index}"))
         return Flush(torch, *self.flush_buffers[index])

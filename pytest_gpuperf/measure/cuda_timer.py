@@ -332,13 +332,21 @@ class CudaTimer:
                                         each_ms=queue_ms, gap_ms=gap_ms)
         return calls, samples, batches
 
+    def _flushes(self, footprint: int) -> bool:
+        """Flush the L2 before each sample? In cold mode, where the call's inputs and allocations fit in
+        the L2. A larger call evicts its own inputs before it reads them again, so its samples run back
+        to back: each starts as it would in a loop, without its inputs in the L2, and writes back the
+        lines the call before it left dirty, as a loop's call does. A flush would leave the L2 clean
+        and its next sample would not pay for those writes (docs/measurement.md, "Cold L2")."""
+        return self.config.cache == CacheMode.COLD.value and footprint <= self.cal.l2_bytes(self.torch, self.index)
+
     def run(self) -> Measurement:
         # Before the warm-up: the first lookup in a process may measure the gap in a child process.
         gap_ms = self.cal.node_gap(self.index).for_cache(self.config.cache)
         call_host_ms = self._warmup()
         pending = self._pending_ms()
         value, peak = self._peak_memory()
-        flush = self.cal.flush(self.torch, self.index) if self.config.cache == CacheMode.COLD.value else None
+        flush = self.cal.flush(self.torch, self.index) if self._flushes(peak) else None
         host_ms = call_host_ms + self._frame(flush)[1]  # to queue one sample: the call and its frame
         gpu_ms = self._gpu_ms(flush, host_ms)
         flush_ms = self._flush_ms(flush)
@@ -371,7 +379,8 @@ class CudaTimer:
         if severe:
             self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
         return Measurement(
-            samples, method, calls, self.config.cache, batches, value=value, peak_memory_bytes=peak,
+            samples, method, calls, self.config.cache, batches, flushed=flush is not None, value=value,
+            peak_memory_bytes=peak,
             node_gap_ms=gap_ms, sm_clock_mhz=int(statistics.median(self.clocks)) if self.clocks else None,
             throttle=sorted(self.throttle), warnings=self.warnings,
         )

@@ -49,6 +49,7 @@ class Measurement:
     calls_per_sample: int
     cache: str
     batch_medians: list[float] = field(default_factory=list)
+    flushed: bool = False  # the L2 was flushed before each sample (cold mode, a call that fits in the L2)
     value: Any = None
     peak_memory_bytes: int | None = None
     sm_clock_mhz: int | None = None

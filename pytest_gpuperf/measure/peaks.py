@@ -23,6 +23,15 @@ _COPY_BYTES = {"cuda": (64 << 20, 256 << 20, 1 << 30), "cpu": (1 << 27,)}
 _MATMUL_N = {"cuda": (4096, 8192), "cpu": (1024,)}
 #: Sampling budget of each probe.
 _PROBE_BUDGET_S = 0.3
+#: A memory-bound result moving fewer bytes than this is also held against copies of about its own
+#: traffic (the powers of two either side, from MATCHED_COPY_MIN up), measured the same way: a call
+#: timed in a CUDA graph runs back to back there, and a working set that fits in the L2 stays there
+#: between its calls, for the copy as for the kernel. The fastest of those copies and the large
+#: copy's peak sets the ceiling (docs/measurement.md, "% of peak").
+MATCHED_COPY_BELOW = 256 << 20
+MATCHED_COPY_MIN = 64 << 10
+COPY_PEAK = "copy_gbps"
+_MATCHED_COPY = re.compile(r"copy_(\d+)kib_gbps")
 
 CUDA, CPU = "cuda", "cpu"
 #: (lowest, highest) plausible peak per device kind and unit: wide enough for any real device, so
@@ -99,12 +108,24 @@ def cache_key(device_key: str, software: dict) -> str:
     return f"gpuperf/peaks/{device_key}/" + re.sub(r"[^A-Za-z0-9.+-]+", "_", "_".join(parts))
 
 
-def measure_copy_gbps(config=None, calibration: Calibration | None = None) -> PeakReading:
-    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written."""
+def matched_copy_names(traffic_bytes: int) -> list[str]:
+    """Names of the copies of about `traffic_bytes` of traffic (read plus written) a memory-bound
+    result is held against besides the large copy's peak; none from MATCHED_COPY_BELOW up."""
+    if traffic_bytes >= MATCHED_COPY_BELOW:
+        return []
+    low = max(1 << max(int(traffic_bytes).bit_length() - 1, 0), MATCHED_COPY_MIN)
+    sizes = sorted({low, max(low, 1 << (int(traffic_bytes) - 1).bit_length())})
+    return [f"copy_{size >> 10}kib_gbps" for size in sizes]
+
+
+def measure_copy_gbps(config=None, calibration: Calibration | None = None,
+                      copy_bytes: tuple[int, ...] | None = None) -> PeakReading:
+    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written: the best over
+    copies of `copy_bytes` each (default: the large probe sizes)."""
     torch = import_torch()
     kind = device_kind()
     best = PeakReading(0.0, math.inf)
-    for nbytes in _COPY_BYTES[kind]:
+    for nbytes in copy_bytes or _COPY_BYTES[kind]:
         src = torch.randn(nbytes // 4, device=kind)
         dst = torch.empty_like(src)
         m = measure(lambda: dst.copy_(src), config or TimingConfig(budget_s=_PROBE_BUDGET_S), inputs=src,
@@ -169,12 +190,22 @@ class Peaks:
         self._stale_noted: set[str] = set()
 
     def _measure(self, name: str, dtype_name: str | None) -> PeakReading:
+        matched = _MATCHED_COPY.fullmatch(name)
+        if matched:  # a copy of about a result's traffic: half of it read, half written
+            return measure_copy_gbps(calibration=self.calibration, copy_bytes=(int(matched.group(1)) << 9,))
         if dtype_name is None:
             return measure_copy_gbps(calibration=self.calibration)
         return measure_matmul_tflops(dtype_name, calibration=self.calibration)
 
     def copy_gbps(self) -> float | None:
-        return self.get("copy_gbps")
+        return self.get(COPY_PEAK)
+
+    def memory_ceiling(self, traffic_bytes: int) -> str | None:
+        """The name of the peak a memory-bound result of `traffic_bytes` is held against: the fastest of
+        the large copy and the copies of about its own traffic (MATCHED_COPY_BELOW); None without one."""
+        rates = {name: self.get(name) for name in [COPY_PEAK, *matched_copy_names(traffic_bytes)]}
+        rates = {name: rate for name, rate in rates.items() if rate is not None}
+        return max(rates, key=rates.get) if rates else None
 
     def matmul_tflops(self, dtype_name: str) -> float | None:
         return self.get(peak_name(dtype_name), dtype_name)

@@ -1,0 +1,139 @@
+"""Self-check: does gpu_benchmark's cold-L2 median agree with a profiler's back-to-back steady state?
+
+Run on a GPU with `pytest perf_tests/test_steady_state.py -m selfcheck --gpuperf -s`. For a read-heavy
+op (a row sum), a write-only op (fill) and an elementwise op (GeLU), in fp32 and bf16, from 4K to
+256M elements, each case prints the harness's median, CUPTI's median time per call of 200 eager
+calls back to back after 0.5 s of warm calls (`b2b`), CUPTI's time per call of the same calls
+replayed in a CUDA graph (`graph`: the launch mode's share of a difference) and do_bench's median.
+
+The assertion compares the harness with CUPTI in the launch mode it timed the call in (a graph for
+calls under 20 µs, eager calls for longer ones): within 2% from 1M elements up, within 0.1 µs below.
+How far eager and graph launches of one kernel differ is printed, and docs/measurement.md shows it.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pytest_gpuperf.measure.profile import device_events
+from pytest_gpuperf.measure.timer import TimingConfig, measure
+
+pytestmark = [pytest.mark.selfcheck,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="steady-state self-checks need a CUDA device")]
+
+SIZES = {"4K": 1 << 12, "64K": 1 << 16, "1M": 1 << 20, "16M": 1 << 24, "256M": 1 << 28}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+#: Elements per row of the row sum (one kernel per call, no second pass).
+ROW = 1024
+#: Eager calls profiled back to back, after this many seconds of warm calls.
+B2B_CALLS, WARM_S = 200, 0.5
+#: Calls in the profiled graph, and its replays.
+GRAPH_CALLS, GRAPH_REPLAYS = 50, 4
+#: Agreement promised: relative from this many elements up, absolute below.
+RELATIVE_FROM, RELATIVE, ABSOLUTE_US = 1 << 20, 0.02, 0.1
+
+
+@pytest.fixture(autouse=True)
+def _needs_gpuperf(request: pytest.FixtureRequest) -> None:
+    if not request.config.getoption("gpuperf"):
+        pytest.skip("steady-state self-checks time things: run with --gpuperf")
+
+
+def _op(op: str, dtype: torch.dtype, numel: int):
+    """(callable, its inputs) of one case."""
+    if op == "fill":
+        y = torch.empty(numel, device="cuda", dtype=dtype)
+        return (lambda: y.fill_(1.0)), y
+    x = torch.randn(numel, device="cuda", dtype=dtype)
+    if op == "sum":
+        return (lambda: x.view(-1, ROW).sum(dim=1)), x
+    return (lambda: F.gelu(x)), x
+
+
+CASES = [pytest.param(op, d, s, id=f"{op}-{d}-{s}") for d in DTYPES for op in ("sum", "fill", "gelu") for s in SIZES]
+
+
+@pytest.fixture(scope="module")
+def unprofiled() -> dict:
+    """Every case's callable, harness measurement and do_bench median (µs), all taken before the first
+    profiling session: CUPTI stays attached to the process and doubles each launch's host cost."""
+    from triton.testing import do_bench
+
+    out = {}
+    for param in CASES:
+        op, dname, size = param.values
+        fn, inputs = _op(op, DTYPES[dname], SIZES[size])
+        m = measure(fn, TimingConfig(), inputs=inputs)
+        m.value = None
+        out[param.id] = (fn, m, do_bench(fn, return_mode="median") * 1e3)
+    return out
+
+
+def _per_call_us(prof, names: list[str], calls: int) -> float:
+    """Median CUPTI time per call (the sum of its ops) over the last `calls` calls profiled."""
+    ops = device_events(prof)
+    found, i = [], 0
+    while i + len(names) <= len(ops):
+        if [e.name for e in ops[i:i + len(names)]] == names:
+            found.append(sum(e.device_time_total for e in ops[i:i + len(names)]))
+            i += len(names)
+        else:
+            i += 1
+    return statistics.median(found[-calls:])
+
+
+def _profiled(fn) -> tuple[float, float]:
+    """(b2b, graph): CUPTI µs per call of eager calls back to back, and of calls replayed in a graph."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as probe:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in device_events(probe)]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()  # captured before the profiler watches: CUPTI spaces nodes out
+    with torch.cuda.graph(graph):
+        for _ in range(GRAPH_CALLS):
+            fn()
+    deadline = time.perf_counter() + WARM_S
+    while time.perf_counter() < deadline:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(B2B_CALLS):
+            fn()
+        torch.cuda.synchronize()
+    b2b = _per_call_us(prof, names, B2B_CALLS)
+    graph.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(GRAPH_REPLAYS):
+            graph.replay()
+        torch.cuda.synchronize()
+    return b2b, _per_call_us(prof, names, GRAPH_CALLS * GRAPH_REPLAYS)
+
+
+@pytest.mark.parametrize("op, dname, size", CASES)
+def test_cold_median_agrees_with_the_profilers_steady_state(op, dname, size, unprofiled, request, capsys) -> None:
+    fn, m, bench_us = unprofiled[request.node.callspec.id]
+    b2b_us, graph_us = _profiled(fn)
+    ours_us = m.median_ms * 1e3
+    truth_us = graph_us if m.method == "graph" else b2b_us
+    with capsys.disabled():
+        print(f"\n  steady-state {op:4} {dname} {size:>4}  gpuperf {ours_us:9.3f} us ({m.method}, "
+              f"{'flushed' if m.flushed else 'back to back'})  CUPTI b2b {b2b_us:9.3f} us ({ours_us / b2b_us - 1:+.1%})"
+              f"  CUPTI graph {graph_us:9.3f} us ({ours_us / graph_us - 1:+.1%})  launch mode {graph_us / b2b_us - 1:+.1%}"
+              f"  do_bench {bench_us:9.3f} us ({bench_us / b2b_us - 1:+.1%})")
+    if SIZES[size] >= RELATIVE_FROM:
+        assert abs(ours_us / truth_us - 1) <= RELATIVE, f"{ours_us:.3f} us vs CUPTI {truth_us:.3f} us ({m.method})"
+    else:
+        assert abs(ours_us - truth_us) <= ABSOLUTE_US, f"{ours_us:.3f} us vs CUPTI {truth_us:.3f} us ({m.method})"
