@@ -35,7 +35,7 @@ TIMING_CHANGES = {
         CUDA_METHODS,
         "with a cold L2, a call whose inputs and allocations exceed the L2 is no longer sampled behind a flush but "
         "back to back: each sample pays for the lines the call before it left dirty, as a call in a loop does "
-        "(a flushed sample never wrote them back: memory-bound calls read up to 4% faster than a profiler's "
+        "(a flushed sample never wrote them back: memory-bound calls read up to 15% faster than a profiler's "
         "steady state on an H100)",
         (CacheMode.COLD.value,)),
 }

@@ -33,7 +33,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpuperf-plot", metavar="DIR", help="write PNG plots (per kernel, baseline vs now)")
     group.addoption("--gpuperf-trace-dir", metavar="DIR", help="write a chrome trace for every gpu_profile call")
     group.addoption("--gpuperf-cache", metavar="cold|warm",
-                    help="flush the L2 before each sample (cold, default) or not (warm)")
+                    help="cold (default): no input in the L2 when a sample starts (a flush, or the previous "
+                         "call for calls larger than the L2); warm: samples back to back")
     group.addoption("--gpuperf-device", metavar="N", help="CUDA device index (under xdist: worker k uses k %% count)")
     group.addoption("--gpuperf-precision", metavar="PCT",
                     help="stop sampling once the median's 95%% CI is within this (default 0.5%%)")
