@@ -49,15 +49,19 @@ COMPILED_THRESHOLD = "30%"
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Self-checks of the harness (selfcheck marker) take minutes: they run only when `-m` asks for
-    them. The torch.compile cases get their threshold (COMPILED_THRESHOLD)."""
+    them, and they time things, so only under --gpuperf. The torch.compile cases get their
+    threshold (COMPILED_THRESHOLD)."""
     compiled = pytest.mark.gpuperf(threshold=COMPILED_THRESHOLD)
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("impl") == "compiled" and item.get_closest_marker("gpuperf") is None:
             item.add_marker(compiled)
-    if "selfcheck" in (config.getoption("markexpr") or ""):
+    if "selfcheck" not in (config.getoption("markexpr") or ""):
+        skip = pytest.mark.skip(reason="harness self-check: select with -m selfcheck")
+    elif not config.getoption("gpuperf"):
+        skip = pytest.mark.skip(reason="harness self-checks time things: run with --gpuperf")
+    else:
         return
-    skip = pytest.mark.skip(reason="harness self-check: select with -m selfcheck")
     for item in items:
         if item.get_closest_marker("selfcheck"):
             item.add_marker(skip)

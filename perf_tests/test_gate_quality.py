@@ -77,8 +77,6 @@ def _matmul():
 
 @pytest.mark.parametrize("make", [_softmax, _matmul], ids=["softmax-fp32-4096", "matmul-bf16-4096"])
 def test_gate_catches_slowdowns_and_ignores_noise(make, capsys, request) -> None:
-    if not request.config.getoption("gpuperf"):
-        pytest.skip("gate quality measures: run with --gpuperf")
     fn = make()
     settings = Settings.from_config(request.config)
     config, retries = settings.timing, settings.retries

@@ -28,17 +28,11 @@ import warnings
 import pytest
 import torch
 
-from pytest_gpuperf.measure.profile import device_events
+from pytest_gpuperf.measure.profile import calls_of, device_events, op_names
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 pytestmark = [pytest.mark.selfcheck,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="harness self-checks need a CUDA device")]
-
-
-@pytest.fixture(autouse=True)
-def _needs_gpuperf(request: pytest.FixtureRequest) -> None:
-    if not request.config.getoption("gpuperf"):
-        pytest.skip("harness self-checks time things: run with --gpuperf")
 
 
 def _say(capsys: pytest.CaptureFixture, text: str) -> None:
@@ -58,10 +52,7 @@ def _accuracy_run(fn, m):
     per call under the profiler on H100s, against 7.24 µs without it)."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as probe:
-        fn()
-        torch.cuda.synchronize()
-    names = [e.name for e in device_events(probe)]
+    names = op_names(fn)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         repeat = measure(fn, TimingConfig(), prefer=m.method if m.method in ("events", "graph") else None)
         torch.cuda.synchronize()
@@ -70,14 +61,7 @@ def _accuracy_run(fn, m):
     # between samples brings ops of its own), and of those only the sampled calls, which come last:
     # warm-up and calibration calls run back to back on a warm L2 (and at other clocks), and would
     # pull the reference away from what was sampled.
-    calls, i = [], 0
-    while i + len(names) <= len(ops):
-        if [e.name for e in ops[i:i + len(names)]] == names:
-            calls.append(ops[i:i + len(names)])
-            i += len(names)
-        else:
-            i += 1
-    calls = calls[-repeat.stats.samples * repeat.calls_per_sample:]
+    calls = calls_of(ops, names)[-repeat.stats.samples * repeat.calls_per_sample:]
     per_call = [sum(e.device_time_total for e in call) for call in calls]
     k = repeat.calls_per_sample
     spans = [(calls[j + k - 1][-1].time_range.end - calls[j][0].time_range.start) / k

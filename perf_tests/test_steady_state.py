@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pytest_gpuperf.measure.profile import device_events
+from pytest_gpuperf.measure.profile import calls_of, device_events, op_names
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 pytestmark = [pytest.mark.selfcheck,
@@ -35,12 +35,6 @@ B2B_CALLS, WARM_S = 200, 0.5
 GRAPH_CALLS, GRAPH_REPLAYS = 50, 4
 #: Agreement promised: relative from this many elements up, absolute below.
 RELATIVE_FROM, RELATIVE, ABSOLUTE_US = 1 << 20, 0.02, 0.1
-
-
-@pytest.fixture(autouse=True)
-def _needs_gpuperf(request: pytest.FixtureRequest) -> None:
-    if not request.config.getoption("gpuperf"):
-        pytest.skip("steady-state self-checks time things: run with --gpuperf")
 
 
 def _op(op: str, dtype: torch.dtype, numel: int):
@@ -75,25 +69,15 @@ def unprofiled() -> dict:
 
 def _per_call_us(prof, names: list[str], calls: int) -> float:
     """Median CUPTI time per call (the sum of its ops) over the last `calls` calls profiled."""
-    ops = device_events(prof)
-    found, i = [], 0
-    while i + len(names) <= len(ops):
-        if [e.name for e in ops[i:i + len(names)]] == names:
-            found.append(sum(e.device_time_total for e in ops[i:i + len(names)]))
-            i += len(names)
-        else:
-            i += 1
-    return statistics.median(found[-calls:])
+    return statistics.median(sum(e.device_time_total for e in call)
+                             for call in calls_of(device_events(prof), names)[-calls:])
 
 
 def _profiled(fn) -> tuple[float, float]:
     """(b2b, graph): CUPTI µs per call of eager calls back to back, and of calls replayed in a graph."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as probe:
-        fn()
-        torch.cuda.synchronize()
-    names = [e.name for e in device_events(probe)]
+    names = op_names(fn)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):

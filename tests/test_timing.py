@@ -390,3 +390,15 @@ def test_a_timing_version_changes_only_the_cache_modes_it_names() -> None:
     assert "back to back" in timing.version_note({"timing": 4, "method": "graph"})
     assert timing.version_note({"timing": 4, "method": "cpu", "cache": "n/a"}) is None
     assert "events moved" not in timing.version_note({"timing": 2, "method": "graph"})
+
+
+def test_calls_of_finds_each_run_of_a_functions_ops_and_skips_others() -> None:
+    """A profiled session's calls of a two-op function (a memset and a GEMM), with flushes between."""
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.measure.profile import calls_of
+
+    ops = [SimpleNamespace(name=n) for n in ["flush", "memset", "gemm", "flush", "memset", "gemm", "memset"]]
+    calls = calls_of(ops, ["memset", "gemm"])
+    assert [[e.name for e in call] for call in calls] == [["memset", "gemm"]] * 2
+    assert calls[1][0] is ops[4]

@@ -20,8 +20,10 @@ class TimingChange(NamedTuple):
 TIMING_VERSION = 5
 CUDA_METHODS = (Method.EVENTS.value, Method.GRAPH.value, Method.QUEUED.value, Method.DEVICE_SYNC.value)
 TIMING_CHANGES = {
-    2: TimingChange(CUDA_METHODS, "CUDA event samples no longer include the ~1 µs latency of a kernel launched between two "
-                      "events (they read the call as it runs in a stream, as graph replays do)"),
+    2: TimingChange(
+        CUDA_METHODS,
+        "CUDA event samples no longer include the ~1 µs latency of a kernel launched between two "
+        "events (they read the call as it runs in a stream, as graph replays do)"),
     3: TimingChange(
         CUDA_METHODS,
         "CUDA event samples no longer include the ~1 µs gap between two kernels queued eagerly (they read the "

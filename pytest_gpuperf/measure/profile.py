@@ -83,6 +83,30 @@ def device_events(prof: Any) -> list:
     return sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start)
 
 
+def op_names(fn: Callable[[], Any]) -> list[str]:
+    """The names of the device operations one call of `fn` runs, in the order they start."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in device_events(prof)]
+
+
+def calls_of(ops: list, names: list[str]) -> list[list]:
+    """The calls among `ops` (device_events of a session) of a function whose ops are `names`: each
+    run of those ops in order; ops between the runs (an L2 flush, another function's) are skipped."""
+    calls, i = [], 0
+    while i + len(names) <= len(ops):
+        if [e.name for e in ops[i:i + len(names)]] == names:
+            calls.append(ops[i:i + len(names)])
+            i += len(names)
+        else:
+            i += 1
+    return calls
+
+
 def capture(fn: Callable[[], Any]) -> Profile:
     """Profile one warm call of `fn` on the current CUDA device."""
     import torch
