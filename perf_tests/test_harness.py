@@ -28,7 +28,7 @@ import warnings
 import pytest
 import torch
 
-from pytest_gpuperf.measure.profile import calls_of, device_events, op_names
+from pytest_gpuperf.measure.profile import UNAFFECTED_FROM_MS, calls_of, device_events, op_names
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 pytestmark = [pytest.mark.selfcheck,
@@ -283,14 +283,10 @@ def unprofiled() -> dict[str, tuple]:
     return cases
 
 
-# Events-timed calls at least this long (ms) are compared through their profiled repeat (see below).
-REPEAT_FROM_MS = 0.1
-
-
 @pytest.mark.parametrize("case", ACCURACY)
 def test_accuracy_against_profiler(case: str, unprofiled, capsys) -> None:
     """Which median is compared depends on the call. CUDA events around one call of at least
-    REPEAT_FROM_MS: the repeat's, since the events and CUPTI's timestamps then see the same calls
+    UNAFFECTED_FROM_MS: the repeat's, since the events and CUPTI's timestamps then see the same calls
     at the same clocks, and the profiler's cost is on the host (each launch), which such a call
     keeps off the device's timeline. A bf16 matmul's clock wanders by ~2% between runs seconds
     apart on an H100 (the precision check's spread), and an unprofiled 4096 matmul, measured a
@@ -302,7 +298,7 @@ def test_accuracy_against_profiler(case: str, unprofiled, capsys) -> None:
     fn, m, bench_ms = unprofiled[case]
     tolerance = ACCURACY[case][1]
     truth_us, repeat, span_us = _accuracy_run(fn, m)
-    compared = repeat if m.method == "events" and m.median_ms >= REPEAT_FROM_MS else m
+    compared = repeat if m.method == "events" and m.median_ms >= UNAFFECTED_FROM_MS else m
     ours_us = compared.median_ms * 1e3
     bench_us = bench_ms * 1e3
     error = ours_us / truth_us - 1

@@ -7,7 +7,10 @@ calls back to back after 0.5 s of warm calls (`b2b`), CUPTI's time per call of t
 replayed in a CUDA graph (`graph`: the launch mode's share of a difference) and do_bench's median.
 
 The assertion compares the harness with CUPTI in the launch mode it timed the call in (a graph for
-calls under 20 µs, eager calls for longer ones): within 2% from 1M elements up, within 0.1 µs below.
+calls under 20 µs, eager calls for longer ones): within 2% or 0.1 µs, whichever is larger (CUPTI's
+timestamps step in 32 ns on an H100, 2% of a 1.6 µs call). A call timed with events for 0.1 ms or
+more is compared through a repeat measured right after its profile: the same output block and
+clocks as the profiled calls (an unprofiled median, taken minutes earlier, is printed beside it).
 How far eager and graph launches of one kernel differ is printed, and docs/measurement.md shows it.
 """
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pytest_gpuperf.measure.profile import calls_of, device_events, op_names
+from pytest_gpuperf.measure.profile import UNAFFECTED_FROM_MS, calls_of, device_events, op_names
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 pytestmark = [pytest.mark.selfcheck,
@@ -33,8 +36,8 @@ ROW = 1024
 B2B_CALLS, WARM_S = 200, 0.5
 #: Calls in the profiled graph, and its replays.
 GRAPH_CALLS, GRAPH_REPLAYS = 50, 4
-#: Agreement promised: relative from this many elements up, absolute below.
-RELATIVE_FROM, RELATIVE, ABSOLUTE_US = 1 << 20, 0.02, 0.1
+#: Agreement promised: relative, or absolute where that is larger.
+RELATIVE, ABSOLUTE_US = 0.02, 0.1
 
 
 def _op(op: str, dtype: torch.dtype, numel: int):
@@ -63,7 +66,7 @@ def unprofiled() -> dict:
         fn, inputs = _op(op, DTYPES[dname], SIZES[size])
         m = measure(fn, TimingConfig(), inputs=inputs)
         m.value = None
-        out[param.id] = (fn, m, do_bench(fn, return_mode="median") * 1e3)
+        out[param.id] = (fn, inputs, m, do_bench(fn, return_mode="median") * 1e3)
     return out
 
 
@@ -108,16 +111,19 @@ def _profiled(fn) -> tuple[float, float]:
 
 @pytest.mark.parametrize("op, dname, size", CASES)
 def test_cold_median_agrees_with_the_profilers_steady_state(op, dname, size, unprofiled, request, capsys) -> None:
-    fn, m, bench_us = unprofiled[request.node.callspec.id]
+    fn, inputs, m, bench_us = unprofiled[request.node.callspec.id]
     b2b_us, graph_us = _profiled(fn)
+    unprofiled_us = m.median_ms * 1e3
+    if m.method == "events" and m.median_ms >= UNAFFECTED_FROM_MS:
+        m = measure(fn, TimingConfig(), inputs=inputs, prefer="events")
+        m.value = None
     ours_us = m.median_ms * 1e3
     truth_us = graph_us if m.method == "graph" else b2b_us
     with capsys.disabled():
         print(f"\n  steady-state {op:4} {dname} {size:>4}  gpuperf {ours_us:9.3f} us ({m.method}, "
-              f"{'flushed' if m.flushed else 'back to back'})  CUPTI b2b {b2b_us:9.3f} us ({ours_us / b2b_us - 1:+.1%})"
+              f"{'flushed' if m.flushed else 'back to back'}, unprofiled {unprofiled_us / truth_us - 1:+.1%})"
+              f"  CUPTI b2b {b2b_us:9.3f} us ({ours_us / b2b_us - 1:+.1%})"
               f"  CUPTI graph {graph_us:9.3f} us ({ours_us / graph_us - 1:+.1%})  launch mode {graph_us / b2b_us - 1:+.1%}"
               f"  do_bench {bench_us:9.3f} us ({bench_us / b2b_us - 1:+.1%})")
-    if SIZES[size] >= RELATIVE_FROM:
-        assert abs(ours_us / truth_us - 1) <= RELATIVE, f"{ours_us:.3f} us vs CUPTI {truth_us:.3f} us ({m.method})"
-    else:
-        assert abs(ours_us - truth_us) <= ABSOLUTE_US, f"{ours_us:.3f} us vs CUPTI {truth_us:.3f} us ({m.method})"
+    allowed_us = max(RELATIVE * truth_us, ABSOLUTE_US)
+    assert abs(ours_us - truth_us) <= allowed_us, f"{ours_us:.3f} us vs CUPTI {truth_us:.3f} us ({m.method})"

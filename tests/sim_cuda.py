@@ -17,9 +17,10 @@ host-side launch cost, which is what makes a call launch-bound, and so can recor
 and an event recorded on a drained queue can be stamped late (`idle_event_ms`).
 The GPU costs a frame of events adds can be set: an event's own GPU time (`event_ms`), the late
 start of a kernel queued right behind an event (`event_latency_ms`), the gap a kernel leaves
-before the next one queued eagerly behind it (`gap_ms`) and the shorter one between graph nodes
-(`graph_gap_ms`), as on an H100, where a frame of events adds ~3 µs to a kernel's duration, an eager
-kernel behind another starts ~1 µs after it, and a graph node 0.0-0.4 µs after the previous one.
+before the next one queued eagerly behind it (`gap_ms`) and the shorter one after a node of a graph
+(`graph_gap_ms`; `spin_graph_gap_ms` after a spin's node), as on an H100, where a frame of events
+adds ~3 µs to a kernel's duration, an eager kernel behind another starts ~1 µs after it, and a
+graph node 0.16-0.45 µs after a `torch.cuda._sleep` spin but none after a real kernel.
 
 Not modelled: a bounded launch queue (the host never blocks), capture of side-stream work, stream
 objects (one stream).
@@ -92,7 +93,8 @@ class SimDevice:
         # calibration's range check, and float rounding of the stamps would decide whether it warns.
         self.event_latency_ms = 0.001
         self.gap_ms = 0.0  # extra GPU time of a kernel queued eagerly behind another kernel
-        self.graph_gap_ms = 0.0  # the same between the nodes of a graph
+        self.graph_gap_ms = 0.0  # the same after a node of a graph
+        self.spin_graph_gap_ms = 0.0  # ... after a spin's node
         self._behind_event = False
         self.idle_event_ms = 0.0  # how late an event recorded on a drained queue is stamped
         # SM clock as a fraction of boost until `idle_cycles` spin cycles have run (a GPU waking up)
@@ -111,11 +113,12 @@ class SimDevice:
     def _wait_until(self, t_ms: float) -> None:
         self.clock.wait_until_ms(t_ms)
 
-    def launch(self, ms: float, host_ms: float = 0.0) -> None:
-        """Queue `ms` of GPU work; the launch itself takes `host_ms` of host time first."""
+    def launch(self, ms: float, host_ms: float = 0.0, node_gap_ms: float | None = None) -> None:
+        """Queue `ms` of GPU work; the launch itself takes `host_ms` of host time first. Captured in a
+        graph, the node leaves `node_gap_ms` (default `graph_gap_ms`) before the next one."""
         self._busy(host_ms)
         if self.capturing is not None:
-            self.capturing.append(ms)
+            self.capturing.append((ms, self.graph_gap_ms if node_gap_ms is None else node_gap_ms))
             return
         self.free_at = max(self.free_at, self.now_ms()) + self._lead_ms() + ms
 
@@ -129,7 +132,7 @@ class SimDevice:
         """torch.cuda._sleep: `cycles` SM cycles, slower while the clock is still idle."""
         idle = min(cycles, self.idle_cycles)
         self.idle_cycles -= idle
-        self.launch((idle / self.idle_clock + cycles - idle) / self.SPIN_CYCLES_PER_MS)
+        self.launch((idle / self.idle_clock + cycles - idle) / self.SPIN_CYCLES_PER_MS, node_gap_ms=self.spin_graph_gap_ms)
 
     def launch_on_side_stream(self, ms: float) -> None:
         """Queue work on another stream that first waits for the measured stream's queue (torch's
@@ -173,10 +176,10 @@ class SimDevice:
 
         class CUDAGraph:
             def __init__(self) -> None:
-                self.nodes: list[float] = []
+                self.nodes: list[tuple[float, float]] = []  # (GPU ms, gap after it)
 
-            def replay(self) -> None:  # the nodes run back to back: a gap before each but the first
-                dev.launch(sum(self.nodes) + dev.graph_gap_ms * (len(self.nodes) - 1))
+            def replay(self) -> None:  # the nodes run back to back: a gap after each but the last
+                dev.launch(sum(ms + gap for ms, gap in self.nodes) - (self.nodes[-1][1] if self.nodes else 0.0))
 
         @contextlib.contextmanager
         def graph(g: CUDAGraph, stream=None):

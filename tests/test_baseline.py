@@ -449,3 +449,17 @@ def test_a_recording_adds_its_own_run_not_a_faster_re_measurement(tmp_path):
     bl.save(path, DEVICE, SOFTWARE, {"t::a": result("t::a", 1.0)})
     bl.save(path, DEVICE, SOFTWARE, {"t::a": result("t::a", 0.985, history=[1.06])})
     assert bl.load(path).entries["t::a"]["history"] == [1.0, 1.06]
+
+
+def test_an_entry_moved_faster_than_its_peak_sets_its_own_ceiling():
+    """Combining recordings moves an entry to their center, and its rates with it: one whose center
+    beats its peak is held to 100% with how far it beat it, and one moved back below loses that."""
+    a = {"t::x": result("t::x", 1.0, pct_of_peak=99.0)}
+    b = {"t::x": result("t::x", 0.9, pct_of_peak=100.0, above_peak=0.1)}
+    out, _ = bl.combine([("a.yaml", a), ("b.json", b)])
+    center = (1.0 * 0.9) ** 0.5
+    assert out["t::x"]["pct_of_peak"] == 100.0
+    assert out["t::x"]["above_peak"] == pytest.approx(110.0 * 0.9 / center / 100 - 1, rel=1e-5)
+    c = {"t::x": result("t::x", 1.2, pct_of_peak=80.0)}
+    out, _ = bl.combine([("b.json", b), ("c.json", c)])
+    assert "above_peak" not in out["t::x"] and out["t::x"]["pct_of_peak"] == pytest.approx(80.0 * 1.2 / (0.9 * 1.2) ** 0.5)

@@ -176,3 +176,16 @@ def test_a_small_memory_bound_result_is_held_against_copies_of_about_its_own_tra
     assert peaks.memory_ceiling(100) == "copy_gbps"  # a tiny copy is launch-bound: the large one is faster
     assert peaks.memory_ceiling(1 << 30) == "copy_gbps" and "copy_1048576kib_gbps" not in asked
     assert peaks.recordable()["copy_8192kib_gbps"] == 3900.0  # cached and written into baselines like the others
+
+
+def test_a_result_faster_than_its_peak_sets_its_own_ceiling_and_tables_name_each_peak() -> None:
+    from pytest_gpuperf.core.records import of_peak, raw_pct_of_peak
+    from pytest_gpuperf.measure.peaks import peak_label
+
+    assert of_peak(104.6) == (100.0, pytest.approx(0.046))
+    assert of_peak(99.5) == (99.5, None)
+    assert raw_pct_of_peak({"pct_of_peak": 100.0, "above_peak": 0.046}) == pytest.approx(104.6)
+    assert raw_pct_of_peak({"pct_of_peak": 80.0}) == 80.0 and raw_pct_of_peak({}) is None
+    assert [peak_label(n) for n in ("copy_gbps", "copy_8192kib_gbps", "copy_64kib_gbps", "bf16_tflops", None)] == \
+        ["copy", "copy 8 MiB", "copy 64 KiB", "bf16 mm", "-"]
+    assert peak_label("bf16_tflops", 0.046) == "kernel"

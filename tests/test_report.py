@@ -443,3 +443,27 @@ def test_time_line_says_where_the_session_went():
         "gpuperf: 10.0 s since start: 2 measurements 2.0 s (first calls, i.e. compiling and autotuning, 1.1 s; "
         "samples 0.4 s; warm-up and calibration 0.5 s; 1 repeated runs (suspects re-measured, or recordings)), "
         "outside measurements 8.0 s")
+
+
+def test_the_tables_name_the_peak_each_result_is_held_against_and_which_results_set_their_own():
+    """% of peak says of what: the large copy, a copy of about the result's own traffic, cuBLAS's
+    matmul rate, or the kernel itself where it beat its probe (held to 100%, and said in a line)."""
+    results = make_results(with_baseline=False)
+    for r in results:
+        r["peak"] = "copy_gbps" if r["group"] == "test_softmax" else "bf16_tflops"
+    small = next(r for r in results if r["param"] == "torch-bfloat16-1024x1024")
+    small["peak"] = "copy_8192kib_gbps"
+    fast = next(r for r in results if r["param"] == "triton-bfloat16-4096")
+    fast.update(pct_of_peak=100.0, above_peak=0.046)
+    lines = report_table.terminal_lines(results, DEVICE, width=120)
+    of = {**column(lines[lines.index("test_matmul"):lines.index("test_softmax")], "of"),
+          **column(lines[lines.index("test_softmax"):], "of")}
+    assert of["triton-bfloat16-4096"] == "kernel" and of["torch-bfloat16-4096"] == "mm"  # 'bf16 mm', split
+    assert of["torch-bfloat16-1024x1024"] == "MiB" and "copy 8 MiB" in next(l for l in lines if "torch-bfloat16-1024x1024" in l)
+    assert "100.0%" in next(line for line in lines if "triton-bfloat16-4096" in line)
+    assert lines[-1].startswith("1 results ran faster than the peak probe") and fast["nodeid"] in lines[-1]
+    assert "4.6% over bf16_tflops" in lines[-1]
+    text = md_report.markdown(results, DEVICE, SOFTWARE)
+    assert "4.6% over bf16_tflops" in text and "| kernel |" in text
+    del fast["above_peak"]
+    assert not report_table.terminal_lines(results, DEVICE, width=120)[-1].startswith("1 results ran faster")

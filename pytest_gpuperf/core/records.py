@@ -58,6 +58,7 @@ class Result:
     flops: int | None = field(default=None, metadata=_json(4))
     bound: str | None = field(default=None, metadata=_json(5))  # "memory" or "compute": the nearer roofline
     peak: str | None = field(default=None, metadata=_json(30))  # the measured peak % of peak is of (peaks.py)
+    above_peak: float | None = field(default=None, metadata=_json(31))  # how far it beat that peak (of_peak)
     peak_memory_bytes: int | None = field(default=None, metadata=_json(6))
     method: str | None = field(default=None, metadata=_json(9))  # a Method value
     calls_per_sample: int = field(default=1, metadata=_json(10))
@@ -118,6 +119,8 @@ class Entry:
     tflops: float | None = None
     pct_of_peak: float | None = None
     bound: str | None = None
+    peak: str | None = None
+    above_peak: float | None = None
     peak_memory_bytes: int | None = None
     method: str | None = None
     cache: str | None = None
@@ -129,9 +132,9 @@ class Entry:
     drift: float | None = None  # schema 1 only: the range of the medians merged into it (largest / smallest - 1)
 
     def to_dict(self) -> dict[str, Any]:
-        """The YAML mapping: every field but an unset history or drift."""
+        """The YAML mapping: every field but an unset history, drift, peak or above_peak."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for optional in ("history", "drift"):
+        for optional in ("history", "drift", "peak", "above_peak"):
             if out[optional] is None:
                 del out[optional]
         return out
@@ -153,7 +156,22 @@ ENTRY_FLOAT_KEYS = _keys_typed(Entry, "float", "float | None")
 ENTRY_INT_KEYS = _keys_typed(Entry, "int | None")
 #: Stored keys that scale with the median (times) and inversely with it (rates).
 ENTRY_TIME_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms")
-ENTRY_RATE_KEYS = ("gbps", "tflops", "pct_of_peak")
+ENTRY_RATE_KEYS = ("gbps", "tflops")
+
+
+def of_peak(raw_pct: float) -> tuple[float, float | None]:
+    """(% of peak, how far above its peak) of a rate at `raw_pct` percent of the peak it is held
+    against. A result faster than that peak (a kernel out-running cuBLAS, or a read-only stream a
+    copy) sets its own ceiling: 100%, and `above_peak` keeps by how much it beat the probe."""
+    return (100.0, raw_pct / 100.0 - 1.0) if raw_pct > 100.0 else (raw_pct, None)
+
+
+def raw_pct_of_peak(record: dict[str, Any]) -> float | None:
+    """A record's rate as a percent of its peak before `of_peak` held it to 100; None without one."""
+    pct, above = record.get("pct_of_peak"), record.get("above_peak")
+    if not isinstance(pct, (int, float)) or isinstance(pct, bool):
+        return None
+    return pct * (1.0 + above) if isinstance(above, (int, float)) and not isinstance(above, bool) else pct
 
 
 def required_keys(cls: type) -> tuple[str, ...]:

@@ -244,8 +244,9 @@ class CudaTimer:
 
     def _sample(self, body: Callable[[], None], host_ms: float, est_ms: float, divisor: int, flush,
                 sync: bool, each_ms: float = 0.0, gap_ms: float = 0.0) -> tuple[list[float], list[float]]:
-        """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call,
-        less `gap_ms` per call (the gap a graph node leaves behind the call's last kernel)."""
+        """Batches of samples until the stop rule holds; returns (samples, batch medians) in ms per call.
+        `gap_ms` is taken off once per sample, with the frame's cost: the node gap the frame
+        calibration's spin graph holds (node_gap.py)."""
         overhead = self._timer_overhead_ms(flush)
         flush_ms = self._flush_ms(flush)
         spin_ms = pad_ms(each_ms) if each_ms > 0 else 0.0
@@ -256,7 +257,7 @@ class CudaTimer:
         started = time.perf_counter()
         while not should_stop(samples, batch_medians, self.config, started):
             raw = self._batch(body, per_batch, host_ms, flush, sync, each_ms)
-            batch = [max((t - overhead) / divisor - gap_ms, 0.0) for t in raw]
+            batch = [max((t - overhead - gap_ms) / divisor, 0.0) for t in raw]
             samples.extend(batch)
             batch_medians.append(statistics.median(batch))
             self._read_clocks()

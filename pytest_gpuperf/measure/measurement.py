@@ -55,7 +55,7 @@ class Measurement:
     sm_clock_mhz: int | None = None
     throttle: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    node_gap_ms: float = 0.0  # subtracted from each call's time (node_gap.py)
+    node_gap_ms: float = 0.0  # subtracted from each sample (node_gap.py)
     wall_s: float = 0.0  # total time spent in measure(), warm-up and calibration included
     first_call_s: float = 0.0  # the first call's wall time: compiling and autotuning happen there
 

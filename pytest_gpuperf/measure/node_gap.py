@@ -1,9 +1,12 @@
-"""The gap a GPU leaves after a kernel before the next one starts, measured once per GPU with CUPTI.
+"""The gap a GPU leaves after the frame calibration's spin kernel in a graph, measured once per GPU
+with CUPTI.
 
-A sample reads a call as a graph replays it, its kernels plus the gap after its last one; the timer
-subtracts that gap once per call, so a call reads as a profiler shows it. CUPTI stays attached once
-used, so a child process measures it (node_gap_probe.py); the result is cached in a JSON file per
-GPU (by UUID), driver, torch and timing version. `GPUPERF_NODE_GAP=0` turns the subtraction off.
+The frame's cost is calibrated against a spin's time per call in a graph, which holds that gap, so
+every sample reads it once on top of its calls; the timer subtracts it once per sample. (Real
+kernels replayed back to back in a graph leave no such gap: their time per call is CUPTI's duration,
+docs/measurement.md.) CUPTI stays attached once used, so a child process measures it
+(node_gap_probe.py); the result is cached in a JSON file per GPU (by UUID), driver, torch and timing
+version. `GPUPERF_NODE_GAP=0` turns the subtraction off.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ PROBE_MODULE = "pytest_gpuperf.measure.node_gap_probe"
 
 @dataclass(frozen=True)
 class NodeGap:
-    """ms subtracted per call, per cache mode; `problem` says why nothing is subtracted."""
+    """ms subtracted per sample, per cache mode; `problem` says why nothing is subtracted."""
 
     cold_ms: float = 0.0
     warm_ms: float = 0.0
@@ -45,7 +48,7 @@ class NodeGap:
         if self.problem:
             return f"graph node gap not subtracted: {self.problem}"
         return (f"graph node gap {self.cold_ms * 1e3:.2f} µs cold / {self.warm_ms * 1e3:.2f} µs warm subtracted per "
-                f"call (CUPTI, {self.measured_at}; {cache_path()})")
+                f"sample (CUPTI, {self.measured_at}; {cache_path()})")
 
 
 _KNOWN: dict[int, NodeGap] = {}

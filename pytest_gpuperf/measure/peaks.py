@@ -63,6 +63,23 @@ class PeakReading:
     noise: float = 0.0
 
 
+def peak_label(name: str | None, above_peak: float | None = None) -> str:
+    """The peak a result is held against, as a table shows it: 'copy', 'copy 8 MiB' (a copy of about
+    its own traffic), 'bf16 mm' (cuBLAS's dense matmul rate), or 'kernel' where the result beat
+    that peak and sets its own ceiling; '-' for none."""
+    if above_peak:
+        return "kernel"
+    if not name:
+        return "-"
+    matched = _MATCHED_COPY.fullmatch(name)
+    if matched:
+        kib = int(matched.group(1))
+        return f"copy {kib >> 10} MiB" if kib >= 1024 else f"copy {kib} KiB"
+    if name == COPY_PEAK:
+        return "copy"
+    return name.removesuffix("_tflops") + " mm"
+
+
 def device_kind(device: dict | None = None) -> str:
     """'cuda' or 'cpu': from a describe() dict (a CPU has no capability), else from this process."""
     if device is None:

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+#: A call timed with events and at least this long (ms) may be measured in a process CUPTI is
+#: attached to: the profiler's cost is on the host (it doubles each launch's), which such a call
+#: keeps off the device's timeline. Shorter calls and graphs must be measured before profiling.
+UNAFFECTED_FROM_MS = 0.1
+
 
 @dataclass(frozen=True)
 class KernelStat:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from ..core import verdict as verdict_mod
-from ..core.records import Method, Result
+from ..core.records import Method, Result, of_peak
 from ..core.versions import TIMING_VERSION
 from ..measure.device import has_cuda, peak_name
 from ..measure.measurement import Measurement, iter_tensors
@@ -124,7 +124,7 @@ class GpuBenchmark:
         flops = None if flops is None else int(flops)
         gbps = nbytes / seconds / 1e9 if nbytes and seconds > 0 else None
         tflops = flops / seconds / 1e12 if flops and seconds > 0 else None
-        pct = bound = peak = None
+        pct = bound = peak = above = None
         # A host clock times no L2 flush, so a small working set beats the device's copy rate: % of
         # peak would exceed 100% with nothing wrong. Host-clock (cpu) results carry none.
         if m.method != Method.CPU.value:
@@ -139,7 +139,7 @@ class GpuBenchmark:
             fractions = {side: f for side, f in fractions.items() if f[0] is not None}  # no peak, no %
             if fractions:
                 bound = max(fractions, key=lambda side: fractions[side][0])  # the nearer roofline side
-                pct, peak = 100 * fractions[bound][0], fractions[bound][1]
+                (pct, above), peak = of_peak(100 * fractions[bound][0]), fractions[bound][1]
         item = self._item
         marker = item.get_closest_marker("gpuperf")
         name = getattr(item, "originalname", item.name)
@@ -148,7 +148,7 @@ class GpuBenchmark:
             group=(marker.kwargs.get("group") if marker else None) or name,
             median_ms=s.median_ms, mean_ms=s.mean_ms, min_ms=s.min_ms, max_ms=s.max_ms, stddev_ms=s.stddev_ms,
             q1_ms=s.q1_ms, q3_ms=s.q3_ms, noise=s.noise, ci_ms=list(s.ci_ms), samples=s.samples,
-            gbps=gbps, tflops=tflops, pct_of_peak=pct, bytes=nbytes, flops=flops, bound=bound, peak=peak,
+            gbps=gbps, tflops=tflops, pct_of_peak=pct, bytes=nbytes, flops=flops, bound=bound, peak=peak, above_peak=above,
             peak_memory_bytes=m.peak_memory_bytes, method=m.method, calls_per_sample=m.calls_per_sample,
             cache=m.cache, timing=TIMING_VERSION, node_gap_ms=m.node_gap_ms, sm_clock_mhz=m.sm_clock_mhz,
             throttle=m.throttle, warnings=m.warnings, wall_s=m.wall_s, measured_s=m.measured_s, data=m.samples_ms,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ..core.files import atomic_write_text
 from ..core.verdict import DEFAULT_THRESHOLD, judge
-from .rows import COLUMNS, cells_of, grouped, kept_columns, peaks_text, summary_counts
+from .rows import COLUMNS, ceiling_line, cells_of, grouped, kept_columns, peaks_text, summary_counts
 
 _MD_VERDICT = {
     "slower": "🔴 **slower**",
@@ -37,6 +37,9 @@ def markdown(results: list[dict], device: dict, software: dict) -> str:
     if info:
         out += [_md_escape(" · ".join(info)), ""]
     out += [f"**{summary_counts(results)}**", ""]
+    ceiling = ceiling_line(results)
+    if ceiling:
+        out += [_md_escape(ceiling), ""]
     regressions = [r for r in results if r.get("verdict") == "slower" or r.get("memory_verdict") == "slower"]
     if regressions:
         out.append("### Regressions")

@@ -8,8 +8,9 @@ from typing import Any, Iterable
 
 from ..core.records import nodeid_name, nodeid_param, record_group
 from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate
+from ..measure.peaks import peak_label
 
-__all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "detects_text", "device_line", "fmt_change", "fmt_mem",
+__all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "ceiling_line", "detects_text", "device_line", "fmt_change", "fmt_mem",
            "fmt_pct", "fmt_rate", "grouped", "kept_columns", "middle_truncate", "natural_key", "nodeid_name",
            "nodeid_param", "param_width", "peaks_text", "record_group", "row_key", "series_and_case", "summary_counts",
            "time_line", "verdict_parts", "verdict_text"]
@@ -129,6 +130,18 @@ def summary_counts(results: list[dict]) -> str:
     return text + (": " + ", ".join(parts) if parts else "")
 
 
+def ceiling_line(results: list[dict]) -> str | None:
+    """Which results beat the peak they are held against, and so set their own ceiling (100% of
+    peak); None when none did."""
+    above = [r for r in results if (as_number(r.get("above_peak")) or 0) > 0]
+    if not above:
+        return None
+    top = max(above, key=lambda r: r["above_peak"])
+    return (f"{len(above)} results ran faster than the peak probe they are held against, so each sets its own "
+            f"ceiling ('kernel', 100% of peak); the furthest, {top.get('nodeid') or top.get('name')}, by "
+            f"{top['above_peak']:.1%} over {top.get('peak') or 'its peak'} (docs/measurement.md, \"% of peak\")")
+
+
 def time_line(results: list[dict], session_s: float) -> str:
     """Where the session's time went, so a slow suite says what to cut: first calls (compiling,
     autotuning), samples, the harness's own warm-up and calibration, and everything outside
@@ -178,6 +191,7 @@ COLUMNS = (  # header, width, align
     ("GB/s", 7, ">"),
     ("TFLOP/s", 7, ">"),
     ("% peak", 6, ">"),
+    ("of", 11, ">"),  # the peak that % is of (peaks.peak_label)
     ("peak mem", 10, ">"),
     ("vs base", 7, ">"),
 )
@@ -207,6 +221,7 @@ def cells_of(r: dict) -> list[str]:
         fmt_rate(r.get("gbps")),
         fmt_rate(r.get("tflops")),
         fmt_pct(r.get("pct_of_peak")),
+        peak_label(r.get("peak"), as_number(r.get("above_peak"))) if as_number(r.get("pct_of_peak")) is not None else "-",
         fmt_mem(r.get("peak_memory_bytes")),
         fmt_change(r.get("change")),
     ]

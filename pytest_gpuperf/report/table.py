@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..core.units import fmt_ms
-from .rows import (COLUMNS, cells_of, detects_text, device_line, fmt_change, grouped, kept_columns, middle_truncate, natural_key,
+from .rows import (COLUMNS, ceiling_line, cells_of, detects_text, device_line, fmt_change, grouped, kept_columns, middle_truncate, natural_key,
                    nodeid_name, nodeid_param, param_width, row_key, summary_counts, verdict_parts,
                    verdict_text)
 
@@ -44,6 +44,9 @@ def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[
             lines.append(line.rstrip())
     lines.append("")
     lines.append(summary_counts(results))
+    ceiling = ceiling_line(results)
+    if ceiling:
+        lines.append(ceiling)
     return lines
 
 

@@ -122,6 +122,12 @@ def _with_median(entry: dict, median_ms: float) -> dict:
     for key in _RATE_KEYS:
         if _is_number(out.get(key)):
             out[key] = out[key] / f
+    raw_pct = records.raw_pct_of_peak(out)
+    if raw_pct is not None:
+        out["pct_of_peak"], above = records.of_peak(raw_pct / f)
+        out.pop("above_peak", None)
+        if above is not None:
+            out["above_peak"] = above
     if isinstance(out.get("ci_ms"), list):
         out["ci_ms"] = [v * f for v in out["ci_ms"]]
     return entry_from_result(out)
