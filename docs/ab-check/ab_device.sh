@@ -3,6 +3,7 @@
 # then `gpuperf ab HEAD`: identical, or slow (docs/ab-check/slowdown_conftest.py appended to
 # perf_tests/conftest.py in the working tree only). Remaining args go to pytest.
 set -uo pipefail
+. docs/ab-check/setup.sh
 mode=$1; shift
 g() { git -c user.email=ab@example.com -c user.name=ab "$@"; }
 [ -d .git ] || g init -q
