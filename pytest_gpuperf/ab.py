@@ -270,6 +270,7 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
            say: Callable[[str], None] = print) -> int:
     """Print the verdict table and the cost, write the requested files; returns the exit status."""
     from .report.markdown import write_markdown
+    from .report.rows import time_line
     from .report.table import compare_lines
     from .store.results import write_json
 
@@ -279,6 +280,9 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
     processes = len(base.rounds) + len(head.rounds)
     say(f"gpuperf ab: {processes} pytest processes, {base.seconds + head.seconds:.0f} s (base {base.seconds:.0f} s, "
         f"head {head.seconds:.0f} s); rounds per side: {len(base.rounds)}")
+    for side in (base, head):  # where the time went: measurements, and each process's own start-up and the rest
+        records = [r for measured in side.rounds for r in measured.values()]
+        say(time_line(records, side.seconds, f"in the {side.label}'s {len(side.rounds)} processes"))
     results = []
     for nodeid, record in new.items():
         v = verdicts[nodeid]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -71,6 +72,9 @@ def test_a_real_slowdown_in_the_working_tree_fails(repo: Path, capsys) -> None:
     assert "round 1, base (HEAD" in out and "round 1, head (working tree)" in out
     assert "REGRESSION test_spin.py::test_spin" in out and "slower" in out
     assert "4 pytest processes" in out  # a slower verdict is confirmed in a second round (head, then base)
+    # where each side's time went: its measurements, and the rest of its processes
+    assert re.search(r"gpuperf: [\d.]+ s in the base's 2 processes: 2 measurements [\d.]+ s \(first calls", out)
+    assert re.search(r"gpuperf: [\d.]+ s in the head's 2 processes: 2 measurements .*outside measurements", out)
     doc = json.loads((repo / "ab.json").read_text())
     record = doc["benchmarks"][0]["extra_info"]
     assert record["verdict"] == "slower" and len(record["history"]) == 2

@@ -142,17 +142,18 @@ def ceiling_line(results: list[dict]) -> str | None:
             f"{top['above_peak']:.1%} over {top.get('peak') or 'its peak'} (docs/measurement.md, \"% of peak\")")
 
 
-def time_line(results: list[dict], session_s: float) -> str:
+def time_line(results: list[dict], session_s: float, span: str = "since start") -> str:
     """Where the session's time went, so a slow suite says what to cut: first calls (compiling,
     autotuning), samples, the harness's own warm-up and calibration, and everything outside
-    gpu_benchmark (inputs, references, correctness checks, profiling, collection)."""
+    gpu_benchmark (inputs, references, correctness checks, profiling, collection). `span` names the
+    time `session_s` covers."""
     def total(key: str) -> float:
         return sum(as_number(r.get(key)) or 0.0 for r in results)
 
     wall, first, sampled = total("wall_s"), total("first_call_s"), total("measured_s")
     again = sum(int(as_number(r.get("remeasured")) or 0) for r in results)
     repeated = f"; {again} repeated runs (suspects re-measured, or recordings)" if again else ""
-    return (f"gpuperf: {session_s:.1f} s since start: {len(results)} measurements {wall:.1f} s (first calls, i.e. "
+    return (f"gpuperf: {session_s:.1f} s {span}: {len(results)} measurements {wall:.1f} s (first calls, i.e. "
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
             f"{max(wall - first - sampled, 0.0):.1f} s" + repeated
             + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
