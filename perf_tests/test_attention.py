@@ -38,9 +38,9 @@ SHAPES = SMALL + [TARGET, (4, 16, 4096, 64), (2, 8, 1000, 128)]
 COMPILE_IMPLS = ("compiled", "flex")
 COMPILE_SHAPES = [(1, 2, 128, 64), TARGET]
 # smoke: an interpreter-only case on the CPU; on a GPU, cases whose run-to-run spread (0.3-0.4% on an
-# H100 and an H200) lets them decide a 5% change against a baseline
-SMOKE = {("triton", "bfloat16", True, SMALL[0]), ("triton", "bfloat16", False, (4, 16, 4096, 64)),
-         ("triton", "bfloat16", True, (4, 16, 4096, 64))}
+# H100 and an H200) lets them decide a 5% change against a baseline. The full (non-causal) B4 H16
+# N4096 D64 case left it: its backward could only see 6.5-6.6% on two fresh H100s (docs/gate.md).
+SMOKE = {("triton", "bfloat16", True, SMALL[0]), ("triton", "bfloat16", True, (4, 16, 4096, 64))}
 MEMORY_NS = [4096, 16384, 65536]
 
 
