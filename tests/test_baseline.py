@@ -463,3 +463,9 @@ def test_an_entry_moved_faster_than_its_peak_sets_its_own_ceiling():
     c = {"t::x": result("t::x", 1.2, pct_of_peak=80.0)}
     out, _ = bl.combine([("b.json", b), ("c.json", c)])
     assert "above_peak" not in out["t::x"] and out["t::x"]["pct_of_peak"] == pytest.approx(80.0 * 1.2 / (0.9 * 1.2) ** 0.5)
+
+
+def test_an_entry_whose_peak_is_not_a_name_is_left_out_with_a_note():
+    """A hand-edited `peak: 5` is reported by the merge, not carried into tables that would crash on it."""
+    out, notes = bl.combine([("a.yaml", {"t::x": result("t::x", 1.0, peak=5)})])
+    assert out == {} and any("peak must be the name of a measured peak" in n for n in notes)

@@ -69,7 +69,7 @@ def peak_label(name: str | None, above_peak: float | None = None) -> str:
     that peak and sets its own ceiling; '-' for none."""
     if above_peak:
         return "kernel"
-    if not name:
+    if not isinstance(name, str) or not name:
         return "-"
     matched = _MATCHED_COPY.fullmatch(name)
     if matched:

@@ -133,13 +133,15 @@ def summary_counts(results: list[dict]) -> str:
 def ceiling_line(results: list[dict]) -> str | None:
     """Which results beat the peak they are held against, and so set their own ceiling (100% of
     peak); None when none did."""
-    above = [r for r in results if (as_number(r.get("above_peak")) or 0) > 0]
+    above = [r for r in results
+             if (as_number(r.get("above_peak")) or 0) > 0 and as_number(r.get("pct_of_peak")) is not None]
     if not above:
         return None
     top = max(above, key=lambda r: r["above_peak"])
-    return (f"{len(above)} results ran faster than the peak probe they are held against, so each sets its own "
-            f"ceiling ('kernel', 100% of peak); the furthest, {top.get('nodeid') or top.get('name')}, by "
-            f"{top['above_peak']:.1%} over {top.get('peak') or 'its peak'} (docs/measurement.md, \"% of peak\")")
+    counted = f"{len(above)} result{'s' if len(above) > 1 else ''} beat{'' if len(above) > 1 else 's'}"
+    return (f"{counted} the peak probe {'they are' if len(above) > 1 else 'it is'} held against: 'kernel' sets "
+            f"the ceiling (100%); furthest {top.get('nodeid') or top.get('name')}, {top['above_peak']:.1%} over "
+            f"{peak_label(top.get('peak'))} (docs/measurement.md)")
 
 
 def time_line(results: list[dict], session_s: float, span: str = "since start") -> str:
@@ -192,7 +194,7 @@ COLUMNS = (  # header, width, align
     ("GB/s", 7, ">"),
     ("TFLOP/s", 7, ">"),
     ("% peak", 6, ">"),
-    ("of", 11, ">"),  # the peak that % is of (peaks.peak_label)
+    ("of", 12, ">"),  # the peak that % is of (peaks.peak_label: up to "copy 128 KiB")
     ("peak mem", 10, ">"),
     ("vs base", 7, ">"),
 )

@@ -222,6 +222,9 @@ def _entry_problem(entry: Any) -> str | None:
             value = entry[key]
             if not _is_number(value) or not math.isfinite(value) or value < 0:
                 return f"{key} must be a non-negative number or null, got {value!r}"
+    peak = entry.get("peak")
+    if peak is not None and not isinstance(peak, str):
+        return f"peak must be the name of a measured peak (copy_gbps, bf16_tflops, ...) or null, got {peak!r}"
     if "timing" in entry and recorded_version(entry) is None:
         return f"timing must be a timing version (a positive integer), got {entry['timing']!r}"
     samples = entry.get("samples")
