@@ -22,7 +22,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pytest_gpuperf.measure.profile import UNAFFECTED_FROM_MS, calls_of, device_events, op_names
+from pytest_gpuperf.measure.profile import UNAFFECTED_FROM_MS, calls_of, op_names, profiled_ops
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 pytestmark = [pytest.mark.selfcheck,
@@ -70,11 +70,11 @@ def unprofiled() -> dict:
     return out
 
 
-def _per_call_us(prof, names: list[str], calls: int) -> tuple[float, float]:
+def _per_call_us(ops: list, names: list[str], calls: int) -> tuple[float, float]:
     """(median CUPTI time per call (the sum of its ops), median interval from one call's start to the
     next's) over the last `calls` calls profiled. The interval is the loop's time per call; a
     duration can read longer where a kernel starts before the one ahead of it has drained."""
-    found = calls_of(device_events(prof), names)[-calls:]
+    found = calls_of(ops, names)[-calls:]
     starts = [call[0].time_range.start for call in found]
     return (statistics.median(sum(e.device_time_total for e in call) for call in found),
             statistics.median(b - a for a, b in zip(starts, starts[1:])))
@@ -83,8 +83,6 @@ def _per_call_us(prof, names: list[str], calls: int) -> tuple[float, float]:
 def _profiled(fn) -> tuple[tuple[float, float], tuple[float, float]]:
     """(b2b, graph): CUPTI µs per call of eager calls back to back, and of calls replayed in a graph,
     each as (duration, start-to-start interval)."""
-    from torch.profiler import ProfilerActivity, profile
-
     names = op_names(fn)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -100,18 +98,10 @@ def _profiled(fn) -> tuple[tuple[float, float], tuple[float, float]]:
         for _ in range(20):
             fn()
         torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(B2B_CALLS):
-            fn()
-        torch.cuda.synchronize()
-    b2b = _per_call_us(prof, names, B2B_CALLS)
+    b2b = _per_call_us(profiled_ops(fn, B2B_CALLS), names, B2B_CALLS)
     graph.replay()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(GRAPH_REPLAYS):
-            graph.replay()
-        torch.cuda.synchronize()
-    return b2b, _per_call_us(prof, names, GRAPH_CALLS * GRAPH_REPLAYS)
+    return b2b, _per_call_us(profiled_ops(graph.replay, GRAPH_REPLAYS), names, GRAPH_CALLS * GRAPH_REPLAYS)
 
 
 @pytest.mark.parametrize("op, dname, size", CASES)

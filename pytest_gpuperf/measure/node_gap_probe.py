@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from .cuda_timer import MAX_GRAPH_CALLS
 from .node_gap import DISABLE_ENV, NodeGap
-from .profile import device_events
+from .profile import profiled_ops
 from .timer import TimingConfig, measure
 
 #: Measurements of the empty kernel per cache mode; their median counts.
@@ -25,7 +25,6 @@ def measure_gap(index: int) -> NodeGap:
     """In this process (the child): the harness's time per call of an empty kernel timed in a graph,
     cold and warm, less CUPTI's duration of that kernel in a graph captured before profiling."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.set_device(index)
     probe = torch.empty(1, device="cuda")  # tells measure() that the work is on this GPU
@@ -44,11 +43,7 @@ def measure_gap(index: int) -> NodeGap:
             empty()
     graph.replay()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(PROFILED_REPLAYS):
-            graph.replay()
-        torch.cuda.synchronize()
-    durations = [e.time_range.elapsed_us() for e in device_events(prof)]
+    durations = [e.time_range.elapsed_us() for e in profiled_ops(graph.replay, PROFILED_REPLAYS)]
     if len(durations) < MAX_GRAPH_CALLS:
         return NodeGap(problem=f"the profiler saw {len(durations)} kernels of {PROFILED_REPLAYS * MAX_GRAPH_CALLS}")
     kernel_ms = statistics.median(durations) / 1e3

@@ -88,15 +88,22 @@ def device_events(prof: Any) -> list:
     return sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start)
 
 
-def op_names(fn: Callable[[], Any]) -> list[str]:
-    """The names of the device operations one call of `fn` runs, in the order they start."""
+def profiled_ops(run: Callable[[], Any], times: int = 1) -> list:
+    """The device operations of `times` calls of `run` under torch.profiler (CUDA activity only), in
+    the order they started."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
+        for _ in range(times):
+            run()
         torch.cuda.synchronize()
-    return [e.name for e in device_events(prof)]
+    return device_events(prof)
+
+
+def op_names(fn: Callable[[], Any]) -> list[str]:
+    """The names of the device operations one call of `fn` runs, in the order they start."""
+    return [e.name for e in profiled_ops(fn)]
 
 
 def calls_of(ops: list, names: list[str]) -> list[list]:
