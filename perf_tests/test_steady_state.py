@@ -119,7 +119,8 @@ def test_cold_median_agrees_with_the_profilers_steady_state(op, dname, size, unp
               f"{'flushed' if m.flushed else 'back to back'}, unprofiled {unprofiled_us / truth_us - 1:+.1%})"
               f"  CUPTI b2b {b2b_us:9.3f} us ({ours_us / b2b_us - 1:+.1%})"
               f"  CUPTI graph {graph_us:9.3f} us ({ours_us / graph_us - 1:+.1%})  launch mode {graph_us / b2b_us - 1:+.1%}"
-              f"  do_bench {bench_us:9.3f} us ({bench_us / b2b_us - 1:+.1%})  start to start: b2b {b2b_step_us:9.3f} us "
+              f"  do_bench {bench_us:9.3f} us ({bench_us / b2b_us - 1:+.1%})"
+              f"  start to start: b2b {b2b_step_us:9.3f} us "
               f"({ours_us / b2b_step_us - 1:+.1%}), graph {graph_step_us:9.3f} us ({ours_us / graph_step_us - 1:+.1%})")
     allowed_us = max(RELATIVE * truth_us, ABSOLUTE_US)
     assert abs(ours_us - truth_us) <= allowed_us, f"{ours_us:.3f} us vs CUPTI {truth_us:.3f} us ({m.method})"

@@ -132,7 +132,8 @@ class SimDevice:
         """torch.cuda._sleep: `cycles` SM cycles, slower while the clock is still idle."""
         idle = min(cycles, self.idle_cycles)
         self.idle_cycles -= idle
-        self.launch((idle / self.idle_clock + cycles - idle) / self.SPIN_CYCLES_PER_MS, node_gap_ms=self.spin_graph_gap_ms)
+        self.launch((idle / self.idle_clock + cycles - idle) / self.SPIN_CYCLES_PER_MS,
+                    node_gap_ms=self.spin_graph_gap_ms)
 
     def launch_on_side_stream(self, ms: float) -> None:
         """Queue work on another stream that first waits for the measured stream's queue (torch's

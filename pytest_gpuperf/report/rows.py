@@ -10,7 +10,8 @@ from ..core.records import nodeid_name, nodeid_param, record_group
 from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate
 from ..measure.peaks import peak_label
 
-__all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "ceiling_line", "detects_text", "device_line", "fmt_change", "fmt_mem",
+__all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "ceiling_line", "detects_text", "device_line", "fmt_change",
+           "fmt_mem",
            "fmt_pct", "fmt_rate", "grouped", "kept_columns", "middle_truncate", "natural_key", "nodeid_name",
            "nodeid_param", "param_width", "peaks_text", "record_group", "row_key", "series_and_case", "summary_counts",
            "time_line", "verdict_parts", "verdict_text"]
@@ -137,10 +138,10 @@ def ceiling_line(results: list[dict]) -> str | None:
              if (as_number(r.get("above_peak")) or 0) > 0 and as_number(r.get("pct_of_peak")) is not None]
     if not above:
         return None
-    top = max(above, key=lambda r: r["above_peak"])
+    top = max(above, key=lambda r: as_number(r["above_peak"]))
     counted = f"{len(above)} result{'s' if len(above) > 1 else ''} beat{'' if len(above) > 1 else 's'}"
     return (f"{counted} the peak probe {'they are' if len(above) > 1 else 'it is'} held against: 'kernel' sets "
-            f"the ceiling (100%); furthest {top.get('nodeid') or top.get('name')}, {top['above_peak']:.1%} over "
+            f"the ceiling (100%); furthest {top.get('nodeid') or top.get('name')}, {as_number(top['above_peak']):.1%} over "
             f"{peak_label(top.get('peak'))} (docs/measurement.md)")
 
 
@@ -224,7 +225,7 @@ def cells_of(r: dict) -> list[str]:
         fmt_rate(r.get("gbps")),
         fmt_rate(r.get("tflops")),
         fmt_pct(r.get("pct_of_peak")),
-        peak_label(r.get("peak"), as_number(r.get("above_peak"))) if as_number(r.get("pct_of_peak")) is not None else "-",
+        "-" if as_number(r.get("pct_of_peak")) is None else peak_label(r.get("peak"), as_number(r.get("above_peak"))),
         fmt_mem(r.get("peak_memory_bytes")),
         fmt_change(r.get("change")),
     ]

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..core.units import fmt_ms
-from .rows import (COLUMNS, ceiling_line, cells_of, detects_text, device_line, fmt_change, grouped, kept_columns, middle_truncate, natural_key,
+from .rows import (COLUMNS, ceiling_line, cells_of, detects_text, device_line, fmt_change, grouped, kept_columns,
+                   middle_truncate, natural_key,
                    nodeid_name, nodeid_param, param_width, row_key, summary_counts, verdict_parts,
                    verdict_text)
 
