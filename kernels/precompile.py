@@ -10,11 +10,16 @@ land in Triton's on-disk cache, where the calls then find them.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import importlib
+import json
 import multiprocessing
 import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 
 #: Specialization data (Triton's JSON) -> (module, function name) of the kernel to compile with it.
 Specs = dict[str, tuple[str, str]]
@@ -65,19 +70,83 @@ def _compile(module: str, name: str, data: str) -> None:
     kernel.preload(data)
 
 
-def compile_all(specs: Specs, workers: int | None = None) -> int:
-    """Compile `specs` in up to `workers` processes (default: one per CPU); the number that
-    compiled. A failure is left for the call itself to raise, where its test reports it."""
+#: Beside Triton's binaries, the fingerprints of what compile_all has compiled there: a process whose
+#: every specialization is listed skips the worker pool, whose start (each worker imports torch and
+#: Triton) costs seconds only to load binaries the calls load anyway (docs/kernels/README.md).
+DONE_FILE = "kernels-precompiled.json"
+
+
+def fingerprint(data: str, module: str, name: str) -> str:
+    """What a compiled specialization depends on besides its own data: Triton's version, the TRITON_*
+    environment (ptxas, cache dir) and the source of every module of this package (a kernel may call
+    helpers from another). A stale match only leaves that kernel to compile on its first call."""
+    import triton
+
+    digest = hashlib.sha256()
+    for part in (triton.__version__, *sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("TRITON_")),
+                 _sources_digest(), module, name, data):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.cache
+def _sources_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _read_done(path: Path) -> set[str]:
+    try:
+        done = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()  # none yet, or unreadable: everything compiles (and loads) again
+    return set(done) if isinstance(done, list) else set()
+
+
+def _write_done(path: Path, done: set[str]) -> None:
+    """Atomically; a lost race with another process only costs a pool start later."""
+    with contextlib.suppress(OSError):
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(sorted(done)), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _compile_in_pool(specs: Specs, workers: int) -> list[str]:
+    """Compile `specs` in up to `workers` spawned processes; the specialization data that compiled."""
+    workers = max(1, min(len(specs), workers))
+    # spawn: the parent has a CUDA context, which a forked child cannot use
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {data: pool.submit(_compile, module, name, data) for data, (module, name) in specs.items()}
+        return [data for data, f in futures.items() if f.exception() is None]
+
+
+@dataclass(frozen=True)
+class Precompiled:
+    """What compile_all did with its specializations."""
+
+    compiled: int  # now, in the worker pool
+    earlier: int  # found in DONE_FILE: compiled into this cache before
+    failed: int  # left for the call itself to raise, where its test reports it
+
+
+def compile_all(specs: Specs, workers: int | None = None) -> Precompiled:
+    """Compile in up to `workers` processes (default: one per CPU) the `specs` not compiled into this
+    Triton cache before (DONE_FILE)."""
     if not specs:
-        return 0
+        return Precompiled(0, 0, 0)
     from triton import knobs
 
     # Where the binaries land must stay where the calls look: Inductor, on its first compile,
     # points TRITON_CACHE_DIR at its own directory unless it is set, and later Triton calls would
     # then miss every binary compiled here.
     os.environ.setdefault("TRITON_CACHE_DIR", knobs.cache.dir)
-    workers = max(1, min(len(specs), workers or os.cpu_count() or 1))
-    # spawn: the parent has a CUDA context, which a forked child cannot use
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_compile, module, name, data) for data, (module, name) in specs.items()]
-        return sum(f.exception() is None for f in futures)
+    done_path = Path(os.environ["TRITON_CACHE_DIR"]) / DONE_FILE
+    done = _read_done(done_path)
+    keys = {data: fingerprint(data, module, name) for data, (module, name) in specs.items()}
+    pending = {data: spec for data, spec in specs.items() if keys[data] not in done}
+    compiled = _compile_in_pool(pending, workers or os.cpu_count() or 1) if pending else []
+    if compiled:
+        _write_done(done_path, _read_done(done_path) | done | {keys[data] for data in compiled})
+    return Precompiled(len(compiled), len(specs) - len(pending), len(pending) - len(compiled))

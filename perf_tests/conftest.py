@@ -125,11 +125,12 @@ def _precompile_triton(session: pytest.Session) -> None:
                 item.obj(**{name: params[name] if name in params else stand_ins[name] for name in names})
             except (Exception, pytest.skip.Exception, pytest.fail.Exception):  # noqa: BLE001 - see the docstring
                 pass
-    compiled = precompile.compile_all(specs)
+    done = precompile.compile_all(specs)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and specs:
-        reporter.write_line(f"perf suite: {compiled} of {len(specs)} Triton kernel specializations compiled "
-                            f"side by side in {time.perf_counter() - started:.1f} s")
+        reporter.write_line(f"perf suite: {len(specs)} Triton kernel specializations: {done.compiled} compiled side "
+                            f"by side, {done.earlier} by an earlier run, {done.failed} failed "
+                            f"({time.perf_counter() - started:.1f} s)")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

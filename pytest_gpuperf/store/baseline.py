@@ -16,7 +16,7 @@ merged into an entry) are read as entries of one recording, their drift counting
 observation of the spread until the entry has recordings of its own (``core.noise.LEGACY_UNTIL``);
 they are written back as schema 2.
 
-Reading uses ``yaml.safe_load``; every problem with a file raises :class:`BaselineError` whose message
+Reading uses PyYAML's safe loader; every problem with a file raises :class:`BaselineError` whose message
 names the file, says what is wrong and how to fix it. A file that cannot be validated is never
 overwritten: :func:`save` re-reads and validates the existing file under the lock before merging.
 """
@@ -38,6 +38,10 @@ from ..core.files import atomic_write_text, file_mode
 from ..core.plain import plain
 from ..core.verdict import medians
 from ..core.versions import recorded_version, timing_epoch
+
+#: libyaml's parser where PyYAML was built with it: a suite's baseline (a few hundred KB) loads in
+#: every pytest process, and the pure-Python parser takes several times longer.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 SCHEMA_VERSION = 2
 #: Schema versions this version reads (1: before the history window).
@@ -327,7 +331,7 @@ def _read(path: Path, device_key: str | None) -> Baseline | None:
             f"from version control or delete it and re-record with `pytest --gpuperf --gpuperf-save`"
         ) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
