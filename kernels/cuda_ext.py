@@ -1,13 +1,19 @@
 """Build the CUDA C++ kernels in kernels/cuda/ through torch.utils.cpp_extension, once per process.
 
-torch caches the build under ~/.cache/torch_extensions keyed by the source, so a second run loads
-the compiled module without calling nvcc again. On a fresh machine each extension takes ~20 s of
-nvcc: `prebuild` starts them in worker threads (nvcc runs outside the GIL) so that they compile
-side by side, while the tests that need none of them run.
+torch caches the build under ~/.cache/torch_extensions, so a second run loads the compiled module
+without calling nvcc again, as long as the build's command is unchanged. ninja rebuilds when a
+source's path changes, so each build compiles a copy of its sources in a folder named by their
+content (`stage`): the base revision of `gpuperf ab` (a worktree elsewhere) and the working tree
+then share one build instead of rebuilding alternately in every pytest process. On a fresh
+machine each extension takes ~20 s of nvcc: `prebuild` starts them in worker threads (nvcc runs
+outside the GIL) so that they compile side by side, while the tests that need none of them run.
 """
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -72,13 +78,39 @@ def _submit(name: str, flags: tuple[str, ...]) -> Future:
         return future
 
 
+def stage(source: Path) -> Path:
+    """`source` and the headers beside it, copied once into a folder named by their content under
+    torch's extension build root; returns the copy of `source`. The folder never changes after it
+    is made (another process making the same one first is fine)."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    files = [source, *sorted(p for p in source.parent.glob("*.cuh") if p != source)]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()) / "gpuperf-sources"
+    folder = root / f"{source.stem}-{digest.hexdigest()[:16]}"
+    if not folder.is_dir():
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+        for path in files:
+            shutil.copyfile(path, staging / path.name)
+        try:
+            staging.rename(folder)
+        except OSError:  # made by another process meanwhile
+            shutil.rmtree(staging, ignore_errors=True)
+    return folder / source.name
+
+
 def _build(source: Path, arch: str, flags: tuple[str, ...]) -> ModuleType:
     from torch.utils.cpp_extension import load as build
 
     tag = "_" + hashlib.sha1(" ".join(flags).encode()).hexdigest()[:8] if flags else ""
+    staged = stage(source)
     return build(
-        name=f"gpuperf_{source.stem}_sm{arch}{tag}",
-        sources=[str(source)],
+        # the content digest in the name: two revisions' sources build side by side, not over each other
+        name=f"gpuperf_{source.stem}_sm{arch}{tag}_{staged.parent.name.rsplit('-', 1)[1]}",
+        sources=[str(staged)],
         extra_cuda_cflags=["-O3", "-lineinfo", f"-gencode=arch=compute_{arch},code=sm_{arch}", *flags],
         verbose=False,
     )
