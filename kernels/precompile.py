@@ -107,10 +107,10 @@ def _read_done(path: Path) -> set[str]:
 
 def _write_done(path: Path, done: set[str]) -> None:
     """Atomically; a lost race with another process only costs a pool start later."""
+    from pytest_gpuperf.core.files import atomic_write_text
+
     with contextlib.suppress(OSError):
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(sorted(done)), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(sorted(done)))
 
 
 def _compile_in_pool(specs: Specs, workers: int) -> list[str]:
