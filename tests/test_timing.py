@@ -404,3 +404,23 @@ def test_calls_of_finds_each_run_of_a_functions_ops_and_skips_others() -> None:
     calls = calls_of(ops, ["memset", "gemm"])
     assert [[e.name for e in call] for call in calls] == [["memset", "gemm"]] * 2
     assert calls[1][0] is ops[4]
+
+
+def test_sim_events_samples_stay_the_calls_when_the_host_slows_down_after_calibration(sim, monkeypatch) -> None:
+    """The host launches the call in 0.05 ms while the timer calibrates, then in 0.3 ms (another
+    process took the CPU) against 0.25 ms of GPU work: the device would idle inside every sample
+    and the pair time the host. Each batch's queuing time is watched, and the spin ahead of each
+    sample grows to cover it; without that the median read 0.30."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+
+    slow = [False]
+    sample = timing.CudaTimer._sample
+
+    def slowed(self, *args, **kwargs):
+        slow[0] = True
+        return sample(self, *args, **kwargs)
+
+    monkeypatch.setattr(timing.CudaTimer, "_sample", slowed)
+    m = _run(sim, lambda: sim.launch(0.25, host_ms=0.3 if slow[0] else 0.05), prefer="events", cache="warm")
+    assert m.method == "events"
+    assert m.median_ms == pytest.approx(0.25, rel=0.03)

@@ -40,6 +40,12 @@ PENDING_TOLERANCE_MS = 0.2
 PENDING_FRACTION = 0.25
 #: Samples over which a batch's host queuing time is taken (longer batches fill the launch queue).
 QUEUE_PROBE = 32
+#: A batch whose samples take the host this much longer to queue than the spins ahead of them cover
+#: is discarded, and the spins grow: the host slowed down after calibration (another process on the
+#: CPU) and the device idled inside samples, which then timed the host.
+PAD_SHORTFALL = 1.25
+#: ... at most this many times in one measurement; then it keeps what it has, with a warning.
+MAX_PAD_RAISES = 4
 #: Samples of each kind in the frame calibration.
 FRAME_SAMPLES = 100
 #: GPU time of the spin timed in a frame: a few µs, so a clock below boost lengthens it by little.
@@ -48,6 +54,14 @@ FRAME_SPIN_MS = 0.005
 FRAME_GRAPH_SPINS = 20
 #: Rounding of event times: a frame cost this close to a bound of its range is at that bound.
 FRAME_COST_SLACK_MS = 1e-6
+
+
+def spin_each_ms(host_ms: float, gpu_ms: float, flush_ms: float) -> float:
+    """Host time a spin ahead of every sample must cover, where queuing a sample (`host_ms`) takes the
+    host over half the device's time for it (the call's `gpu_ms` and the flush): 0 elsewhere."""
+    if host_ms <= LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms):
+        return 0.0
+    return max(host_ms - gpu_ms - flush_ms, 0.0) + 0.001
 
 
 def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | None = None) -> bool:
@@ -249,14 +263,43 @@ class CudaTimer:
         calibration's spin graph holds (node_gap.py)."""
         overhead = self._timer_overhead_ms(flush)
         flush_ms = self._flush_ms(flush)
-        spin_ms = pad_ms(each_ms) if each_ms > 0 else 0.0
-        per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + spin_ms + 0.005))))
         samples: list[float] = []
         batch_medians: list[float] = []
-        self._batch(body, per_batch, host_ms, flush, sync, each_ms)  # settling (module docstring)
+        adapt, first_each_ms, raises, last_needed = not sync, each_ms, 0, 0.0
+
+        def next_batch() -> list[float] | None:
+            """One batch's raw times, or None when the host fell behind its spins (they grow, PAD_SHORTFALL)."""
+            nonlocal each_ms, adapt, raises, last_needed
+            spin_ms = pad_ms(each_ms) if each_ms > 0 else 0.0
+            per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + spin_ms + 0.005))))
+            stamps: list[float] = []
+            raw = self._batch(body, per_batch, host_ms, flush, sync, each_ms, stamps=stamps)
+            if not adapt or len(stamps) < 3:
+                return raw
+            queued_ms = statistics.median(b - a for a, b in zip(stamps, stamps[1:])) * 1e3  # a stall: one gap
+            needed = spin_each_ms(queued_ms, est_ms, flush_ms)
+            if needed <= PAD_SHORTFALL * each_ms or needed < 0.002:
+                return raw
+            if raises and needed >= last_needed:
+                # Queuing grew with the spins: the call waits for the device (a sync inside), which no
+                # spin ahead of it can hide, and its samples time what the call does.
+                adapt, each_ms = False, first_each_ms
+                return raw
+            if raises == MAX_PAD_RAISES:
+                adapt = False
+                self.warnings.append(f"the host took {queued_ms:.3f} ms to queue a sample, longer than the "
+                                     f"spins ahead of samples covered after growing {MAX_PAD_RAISES} times: "
+                                     "samples may include host time")
+                return raw
+            raises, last_needed, each_ms = raises + 1, needed, needed
+            return None
+
+        next_batch()  # settling (module docstring)
         started = time.perf_counter()
         while not should_stop(samples, batch_medians, self.config, started):
-            raw = self._batch(body, per_batch, host_ms, flush, sync, each_ms)
+            raw = next_batch()
+            if raw is None:
+                continue
             batch = [max((t - overhead - gap_ms) / divisor, 0.0) for t in raw]
             samples.extend(batch)
             batch_medians.append(statistics.median(batch))
@@ -313,8 +356,7 @@ class CudaTimer:
                 gap_ms: float) -> tuple[list[float], list[float]]:
         """Samples of one call between two events. Where the host barely keeps up, each sample gets a
         spin of the host's deficit (and a little more), so the device never idles between samples."""
-        each_ms = (max(host_ms - gpu_ms - flush_ms, 0.0) + 0.001
-                   if host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) else 0.0)
+        each_ms = spin_each_ms(host_ms, gpu_ms, flush_ms)
         return self._sample(self.fn, host_ms, gpu_ms, 1, flush, sync=False, each_ms=each_ms, gap_ms=gap_ms)
 
     def _queued(self, call_host_ms: float, host_ms: float, gpu_ms: float, flush,
