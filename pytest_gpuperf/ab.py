@@ -59,6 +59,7 @@ class Side:
     root: Path
     rounds: list[dict[str, dict]] = field(default_factory=list)
     failed: int = 0
+    failed_tests: set[str] = field(default_factory=set)  # as pytest's short summary names them
     seconds: float = 0.0
     device: dict | None = None
     software: dict = field(default_factory=dict)
@@ -170,6 +171,8 @@ class AbRun:
         side.rounds.append({r["nodeid"]: r for r in records if r.get("median_ms")})
         failed = _failed_count(log) if status == 1 else 0
         side.failed = max(side.failed, failed)
+        if failed:
+            side.failed_tests.update(_failed_tests(log))
         self.say(f"gpuperf ab: round {index + 1}, {side.label} ({side.revision}): {len(records)} results "
                  f"in {seconds:.0f} s" + (f", {failed} failed" if failed else ""))
 
@@ -179,6 +182,16 @@ def _failed_count(log: Path) -> int:
     lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     counts = [int(n) for n, _ in re.findall(r"(\d+) (failed|errors?)\b", lines[-1])] if lines else []
     return sum(counts) or 1
+
+
+def _failed_tests(log: Path) -> list[str]:
+    """The test ids of pytest's short summary lines (`FAILED id - reason`, `ERROR id`)."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    return re.findall(r"^(?:FAILED|ERROR) (\S+)", text, flags=re.MULTILINE)
+
+
+#: Failed tests named in the report; more are counted.
+NAMED_FAILURES = 10
 
 
 def _only_in_head(status: int, log: Path) -> bool:
@@ -295,5 +308,7 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
     if markdown_path is not None:
         write_markdown(markdown_path, results, head.device or {}, head.software)
     if head.failed:
-        say(f"gpuperf ab: {head.failed} test(s) failed in the working tree")
+        names = sorted(head.failed_tests)
+        shown = ", ".join(names[:NAMED_FAILURES]) + (f" and {len(names) - NAMED_FAILURES} more" if len(names) > NAMED_FAILURES else "")
+        say(f"gpuperf ab: {head.failed} test(s) failed in the working tree" + (f": {shown}" if names else ""))
     return 1 if head.failed or any(is_regression(v) for v in verdicts.values()) else 0

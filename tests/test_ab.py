@@ -213,3 +213,13 @@ def test_failed_counts_add_failures_and_errors(tmp_path: Path) -> None:
     log = tmp_path / "log"
     log.write_text("== 2 passed, 1 failed, 3 errors in 1.0s ==\n")
     assert ab._failed_count(log) == 4
+
+
+def test_a_test_failing_in_the_working_tree_is_named(repo: Path, capsys) -> None:
+    """A failure gates (exit 1) and the report names the test: the rounds' logs are gone afterwards."""
+    (repo / "test_spin.py").write_text(SPIN.format(delay=0.002) + "\n\ndef test_broken():\n    assert 1 == 2\n")
+    code = cli.main(["ab", "HEAD", "--rounds", "1", "--", "-q", "-p", "no:cacheprovider", "-o", "gpuperf_budget=0.05",
+                     "test_spin.py"])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert "gpuperf ab: 1 test(s) failed in the working tree: test_spin.py::test_broken" in out
