@@ -408,6 +408,10 @@ def test_combine_only_combines_recordings_of_the_method_most_of_them_used():
     # two of three measured with events: the newer graph recording is left out, a gate run prefers events
     out, _ = bl.combine([("a", a), ("b", {"t::x": result("t::x", 1.01, method="events")}), ("c", c)])
     assert out["t::x"]["method"] == "events" and out["t::x"]["history"] == [1.0, 1.01]
+    # a stored entry of four events recordings outweighs one newer graph recording (it counted once)
+    stored = bl.with_history(bl.entry_from_result(result("t::x", 1.0, method="events")), [1.0, 1.01, 0.99, 1.02])
+    out, _ = bl.combine([("baseline", {"t::x": stored}), ("c", c)])
+    assert out["t::x"]["method"] == "events" and out["t::x"]["history"] == [1.0, 1.01, 0.99, 1.02]
 
 
 def test_combine_never_mixes_cold_and_warm_cache_recordings():

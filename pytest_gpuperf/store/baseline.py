@@ -163,8 +163,9 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             max_drift: float = MAX_DRIFT) -> tuple[dict[str, dict], list[str]]:
     """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
 
-    Per test, the recordings measured the way most of them were (timing method and cache mode; the
-    newest way on a tie), and of the newest of those's timing version, are combined: their medians (a stored entry's whole history) make the entry's
+    Per test, the recordings measured the way most of them were (timing method and cache mode, a
+    stored entry counting as the recordings in its history; the newest way on a tie), and of the
+    newest of those's timing version, are combined: their medians (a stored entry's whole history) make the entry's
     history, bounded to the window, and the entry moves to their center. Where they differ by more
     than `max_drift` (largest / smallest - 1) the test really changed between recordings, or one
     recording is broken: the newest entry is kept as it is. Records that are not valid entries are
@@ -186,8 +187,11 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
                 recs.append((label, entry))
         if not recs:
             continue
-        # the way most recordings measured it (the newest way on a tie): a gate run prefers that method
-        counts = collections.Counter(_how(e) for _, e in recs)
+        # the way most recordings measured it (the newest way on a tie), a stored entry counting once per
+        # median in its history: a gate run prefers that method
+        counts = collections.Counter()
+        for _, e in recs:
+            counts[_how(e)] += len(medians(e))
         how = max(reversed([_how(e) for _, e in recs]), key=lambda h: counts[h])
         label, newest = next((lb, e) for lb, e in reversed(recs) if _how(e) == how)
         same_how = [e for _, e in recs if _how(e) == how]
