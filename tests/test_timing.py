@@ -424,3 +424,27 @@ def test_sim_events_samples_stay_the_calls_when_the_host_slows_down_after_calibr
     m = _run(sim, lambda: sim.launch(0.25, host_ms=0.3 if slow[0] else 0.05), prefer="events", cache="warm")
     assert m.method == "events"
     assert m.median_ms == pytest.approx(0.25, rel=0.03)
+
+
+def test_sim_the_spins_keep_growing_while_the_host_keeps_slowing_down(sim, monkeypatch) -> None:
+    """The host slows down twice while samples are taken (0.05, then 0.3, then 0.6 ms a launch against
+    0.25 ms of GPU work): the spins grow each time, and growing queuing is not taken for a call that
+    waits for the device inside. Read as such, the spins went back to none and the median read 0.60."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+
+    launches = [0]
+    sample = timing.CudaTimer._sample
+
+    def counted(self, *args, **kwargs):
+        launches[0] = 1
+        return sample(self, *args, **kwargs)
+
+    def fn():
+        if launches[0]:
+            launches[0] += 1
+        sim.launch(0.25, host_ms=0.05 if not launches[0] else 0.3 if launches[0] < 150 else 0.6)
+
+    monkeypatch.setattr(timing.CudaTimer, "_sample", counted)
+    m = _run(sim, fn, prefer="events", cache="warm")
+    assert m.method == "events" and not m.warnings
+    assert m.median_ms == pytest.approx(0.25, rel=0.03)

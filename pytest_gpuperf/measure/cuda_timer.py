@@ -12,13 +12,12 @@ from ..core.records import CacheMode, Method
 from . import calibration as calibration_mod
 from .calibration import Calibration, gc_paused, low, pad_ms
 from .device import SEVERE_THROTTLE, read_clocks
+from .host_pace import LAUNCH_BOUND_RATIO, HostPace, spin_each_ms, spin_gpu_ms
 from .measurement import CaptureFailure, Measurement, TimingConfig, should_stop, tensor_bytes
 
 #: Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs and a launch
 #: costs several µs.
 GRAPH_BELOW_MS = 0.02
-#: A call whose host enqueue time exceeds this share of a sample's GPU time cannot keep the GPU busy.
-LAUNCH_BOUND_RATIO = 0.5
 #: ... unless its baseline was timed with events: then events are kept up to a whole sample's GPU
 #: time, so the method does not flip with the host's speed near the boundary.
 PREFERRED_EVENTS_RATIO = 1.0
@@ -40,12 +39,6 @@ PENDING_TOLERANCE_MS = 0.2
 PENDING_FRACTION = 0.25
 #: Samples over which a batch's host queuing time is taken (longer batches fill the launch queue).
 QUEUE_PROBE = 32
-#: A batch whose samples take the host this much longer to queue than the spins ahead of them cover
-#: is discarded, and the spins grow: the host slowed down after calibration (another process on the
-#: CPU) and the device idled inside samples, which then timed the host.
-PAD_SHORTFALL = 1.25
-#: ... at most this many times in one measurement; then it keeps what it has, with a warning.
-MAX_PAD_RAISES = 4
 #: Samples of each kind in the frame calibration.
 FRAME_SAMPLES = 100
 #: GPU time of the spin timed in a frame: a few µs, so a clock below boost lengthens it by little.
@@ -54,14 +47,6 @@ FRAME_SPIN_MS = 0.005
 FRAME_GRAPH_SPINS = 20
 #: Rounding of event times: a frame cost this close to a bound of its range is at that bound.
 FRAME_COST_SLACK_MS = 1e-6
-
-
-def spin_each_ms(host_ms: float, gpu_ms: float, flush_ms: float) -> float:
-    """Host time a spin ahead of every sample must cover, where queuing a sample (`host_ms`) takes the
-    host over half the device's time for it (the call's `gpu_ms` and the flush): 0 elsewhere."""
-    if host_ms <= LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms):
-        return 0.0
-    return max(host_ms - gpu_ms - flush_ms, 0.0) + 0.001
 
 
 def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | None = None) -> bool:
@@ -265,34 +250,15 @@ class CudaTimer:
         flush_ms = self._flush_ms(flush)
         samples: list[float] = []
         batch_medians: list[float] = []
-        adapt, first_each_ms, raises, last_needed = not sync, each_ms, 0, 0.0
+        pace = HostPace(each_ms, est_ms, flush_ms, adapt=not sync)
 
         def next_batch() -> list[float] | None:
-            """One batch's raw times, or None when the host fell behind its spins (they grow, PAD_SHORTFALL)."""
-            nonlocal each_ms, adapt, raises, last_needed
-            spin_ms = pad_ms(each_ms) if each_ms > 0 else 0.0
+            """One batch's raw times, or None when the host fell behind the spins ahead of samples."""
+            spin_ms = spin_gpu_ms(pace.each_ms)
             per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + spin_ms + 0.005))))
             stamps: list[float] = []
-            raw = self._batch(body, per_batch, host_ms, flush, sync, each_ms, stamps=stamps)
-            if not adapt or len(stamps) < 3:
-                return raw
-            queued_ms = statistics.median(b - a for a, b in zip(stamps, stamps[1:])) * 1e3  # a stall: one gap
-            needed = spin_each_ms(queued_ms, est_ms, flush_ms)
-            if needed <= PAD_SHORTFALL * each_ms or needed < 0.002:
-                return raw
-            if raises and needed >= last_needed:
-                # Queuing grew with the spins: the call waits for the device (a sync inside), which no
-                # spin ahead of it can hide, and its samples time what the call does.
-                adapt, each_ms = False, first_each_ms
-                return raw
-            if raises == MAX_PAD_RAISES:
-                adapt = False
-                self.warnings.append(f"the host took {queued_ms:.3f} ms to queue a sample, longer than the "
-                                     f"spins ahead of samples covered after growing {MAX_PAD_RAISES} times: "
-                                     "samples may include host time")
-                return raw
-            raises, last_needed, each_ms = raises + 1, needed, needed
-            return None
+            raw = self._batch(body, per_batch, host_ms, flush, sync, pace.each_ms, stamps=stamps)
+            return raw if pace.keep(stamps) else None
 
         next_batch()  # settling (module docstring)
         started = time.perf_counter()
@@ -304,6 +270,7 @@ class CudaTimer:
             samples.extend(batch)
             batch_medians.append(statistics.median(batch))
             self._read_clocks()
+        self.warnings.extend(pace.warnings)
         return samples, batch_medians
 
     def _capture(self, fn: Callable[[], Any], calls: int) -> Any:
