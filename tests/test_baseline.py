@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import baseline as bl
 from pytest_gpuperf.store.baseline import Baseline, BaselineError
 
@@ -409,9 +410,17 @@ def test_combine_only_combines_recordings_of_the_method_most_of_them_used():
     out, _ = bl.combine([("a", a), ("b", {"t::x": result("t::x", 1.01, method="events")}), ("c", c)])
     assert out["t::x"]["method"] == "events" and out["t::x"]["history"] == [1.0, 1.01]
     # a stored entry of four events recordings outweighs one newer graph recording (it counted once)
-    stored = bl.with_history(bl.entry_from_result(result("t::x", 1.0, method="events")), [1.0, 1.01, 0.99, 1.02])
-    out, _ = bl.combine([("baseline", {"t::x": stored}), ("c", c)])
+    current = TIMING_VERSION
+    stored = bl.with_history(bl.entry_from_result(result("t::x", 1.0, method="events", timing=current)),
+                             [1.0, 1.01, 0.99, 1.02])
+    out, _ = bl.combine([("baseline", {"t::x": stored}), ("c", {"t::x": result("t::x", 1.12, method="graph",
+                                                                              timing=current)})])
     assert out["t::x"]["method"] == "events" and out["t::x"]["history"] == [1.0, 1.01, 0.99, 1.02]
+    # ... unless it was measured with an older timing: then it counts once, and the newer recording wins the tie
+    outdated = dict(stored, timing=1)
+    out, _ = bl.combine([("baseline", {"t::x": outdated}), ("c", {"t::x": result("t::x", 1.12, method="graph",
+                                                                                timing=current)})])
+    assert out["t::x"]["method"] == "graph" and out["t::x"]["history"] == [1.12]
 
 
 def test_combine_never_mixes_cold_and_warm_cache_recordings():

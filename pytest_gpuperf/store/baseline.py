@@ -37,7 +37,7 @@ from ..core import noise, records
 from ..core.files import atomic_write_text, file_mode
 from ..core.plain import plain
 from ..core.verdict import medians
-from ..core.versions import recorded_version, timing_epoch
+from ..core.versions import recorded_version, timing_epoch, version_note
 
 #: libyaml's parser where PyYAML was built with it: a suite's baseline (a few hundred KB) loads in
 #: every pytest process, and the pure-Python parser takes several times longer.
@@ -164,7 +164,8 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
     """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
 
     Per test, the recordings measured the way most of them were (timing method and cache mode, a
-    stored entry counting as the recordings in its history; the newest way on a tie), and of the
+    stored entry of the current timing counting as the recordings in its history; the newest way on
+    a tie), and of the
     newest of those's timing version, are combined: their medians (a stored entry's whole history) make the entry's
     history, bounded to the window, and the entry moves to their center. Where they differ by more
     than `max_drift` (largest / smallest - 1) the test really changed between recordings, or one
@@ -187,11 +188,11 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
                 recs.append((label, entry))
         if not recs:
             continue
-        # the way most recordings measured it (the newest way on a tie), a stored entry counting once per
-        # median in its history: a gate run prefers that method
+        # the way most recordings measured it (the newest way on a tie): a gate run prefers that method.
+        # A stored entry of this gpuperf's timing counts once per median in its history, an outdated one once.
         counts = collections.Counter()
         for _, e in recs:
-            counts[_how(e)] += len(medians(e))
+            counts[_how(e)] += len(medians(e)) if version_note(e) is None else 1
         how = max(reversed([_how(e) for _, e in recs]), key=lambda h: counts[h])
         label, newest = next((lb, e) for lb, e in reversed(recs) if _how(e) == how)
         same_how = [e for _, e in recs if _how(e) == how]
