@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -93,12 +94,15 @@ def stage(source: Path) -> Path:
     if not folder.is_dir():
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+        staging.chmod(stat.S_IMODE(root.stat().st_mode))  # mkdtemp's 0700 would shut out a shared root's other users
         for path in files:
             shutil.copyfile(path, staging / path.name)
         try:
             staging.rename(folder)
-        except OSError:  # made by another process meanwhile
+        except OSError:
             shutil.rmtree(staging, ignore_errors=True)
+            if not folder.is_dir():  # not made by another process meanwhile: a real failure
+                raise
     return folder / source.name
 
 

@@ -84,3 +84,4 @@ def test_sources_are_staged_by_content_so_two_checkouts_share_one_build(tmp_path
     edited = cuda_ext.stage(checkouts[1] / "k.cu")
     assert edited.parent != base.parent and (edited.parent / "common.cuh").read_text() == "// v2\n"
     assert cuda_ext.stage(checkouts[0] / "k.cu") == base
+    assert base.parent.stat().st_mode & 0o777 == base.parent.parent.stat().st_mode & 0o777  # not mkdtemp's 0700
