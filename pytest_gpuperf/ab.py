@@ -33,6 +33,8 @@ from .store.results import load_recording
 
 #: Most pytest processes per side; every round after the first runs only the undecided tests.
 DEFAULT_ROUNDS = 3
+#: Failed tests the report names; more are counted.
+NAMED_FAILURES = 10
 #: pytest exit codes that still leave results to judge: all passed, some tests failed.
 _PYTEST_RAN = (0, 1)
 _PYTEST_USAGE_ERROR, _PYTEST_NO_TESTS = 4, 5
@@ -185,13 +187,11 @@ def _failed_count(log: Path) -> int:
 
 
 def _failed_tests(log: Path) -> list[str]:
-    """The test ids of pytest's short summary lines (`FAILED id - reason`, `ERROR id`)."""
+    """The test ids of the lines of pytest's short test summary (`FAILED id - reason`, `ERROR id`);
+    lines before its header (a test's captured output) do not count."""
     text = log.read_text(encoding="utf-8", errors="replace")
-    return re.findall(r"^(?:FAILED|ERROR) (\S+)", text, flags=re.MULTILINE)
-
-
-#: Failed tests named in the report; more are counted.
-NAMED_FAILURES = 10
+    _, header, summary = text.rpartition("short test summary info")
+    return re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", summary, flags=re.MULTILINE) if header else []
 
 
 def _only_in_head(status: int, log: Path) -> bool:
@@ -200,6 +200,15 @@ def _only_in_head(status: int, log: Path) -> bool:
         return True
     text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     return status == _PYTEST_USAGE_ERROR and "file or directory not found" in text
+
+
+def failures_text(side: Side) -> str:
+    """'2 test(s) failed: a, b', naming up to NAMED_FAILURES of the tests any round of `side` failed."""
+    names = sorted(side.failed_tests)
+    if not names:
+        return f"{side.failed} test(s) failed"
+    more = f" and {len(names) - NAMED_FAILURES} more" if len(names) > NAMED_FAILURES else ""
+    return f"{len(names)} test(s) failed: {', '.join(names[:NAMED_FAILURES])}{more}"
 
 
 def combined(records: list[dict]) -> dict:
@@ -308,7 +317,5 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
     if markdown_path is not None:
         write_markdown(markdown_path, results, head.device or {}, head.software)
     if head.failed:
-        names = sorted(head.failed_tests)
-        shown = ", ".join(names[:NAMED_FAILURES]) + (f" and {len(names) - NAMED_FAILURES} more" if len(names) > NAMED_FAILURES else "")
-        say(f"gpuperf ab: {head.failed} test(s) failed in the working tree" + (f": {shown}" if names else ""))
+        say(f"gpuperf ab: in the working tree, {failures_text(head)}")
     return 1 if head.failed or any(is_regression(v) for v in verdicts.values()) else 0

@@ -222,4 +222,14 @@ def test_a_test_failing_in_the_working_tree_is_named(repo: Path, capsys) -> None
                      "test_spin.py"])
     out, err = capsys.readouterr()
     assert code == 1, out + err
-    assert "gpuperf ab: 1 test(s) failed in the working tree: test_spin.py::test_broken" in out
+    assert "gpuperf ab: in the working tree, 1 test(s) failed: test_spin.py::test_broken" in out
+
+
+def test_failed_tests_are_read_from_the_short_summary_only(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    log.write_text("FAILED printed by a test - not a summary line\n"
+                   "=== short test summary info ===\n"
+                   "FAILED test_a.py::test_x[a b] - AssertionError: no\n"
+                   "ERROR test_a.py::test_y\n"
+                   "== 1 failed, 1 error in 1.0s ==\n")
+    assert ab._failed_tests(log) == ["test_a.py::test_x[a b]", "test_a.py::test_y"]
