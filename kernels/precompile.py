@@ -76,17 +76,24 @@ def _compile(module: str, name: str, data: str) -> None:
 DONE_FILE = "kernels-precompiled.json"
 
 
-def fingerprint(data: str, module: str, name: str) -> str:
-    """What a compiled specialization depends on besides its own data: Triton's version, the TRITON_*
-    environment (ptxas, cache dir) and the source of every module of this package (a kernel may call
-    helpers from another). A stale match only leaves that kernel to compile on its first call."""
+def context() -> str:
+    """What every compiled specialization of this process depends on besides its own data: Triton's
+    version, the GPU target, the TRITON_* environment (ptxas, cache dir) and the source of every
+    module of this package (a kernel may call helpers from another). A stale match only leaves
+    that kernel to compile on its first call."""
     import triton
 
-    digest = hashlib.sha256()
-    for part in (triton.__version__, *sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("TRITON_")),
-                 _sources_digest(), module, name, data):
-        digest.update(part.encode() + b"\0")
-    return digest.hexdigest()
+    try:
+        target = str(triton.runtime.driver.active.get_current_target())
+    except Exception:  # noqa: BLE001 - no GPU driver (the interpreter): the target is not known
+        target = "no target"
+    env = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("TRITON_"))
+    return "\0".join([triton.__version__, target, *env, _sources_digest()])
+
+
+def fingerprint(context_text: str, data: str, module: str, name: str) -> str:
+    """One specialization's key in DONE_FILE."""
+    return hashlib.sha256("\0".join([context_text, module, name, data]).encode()).hexdigest()
 
 
 @functools.cache
@@ -102,7 +109,7 @@ def _read_done(path: Path) -> set[str]:
         done = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return set()  # none yet, or unreadable: everything compiles (and loads) again
-    return set(done) if isinstance(done, list) else set()
+    return {d for d in done if isinstance(d, str)} if isinstance(done, list) else set()
 
 
 def _write_done(path: Path, done: set[str]) -> None:
@@ -144,7 +151,8 @@ def compile_all(specs: Specs, workers: int | None = None) -> Precompiled:
     os.environ.setdefault("TRITON_CACHE_DIR", knobs.cache.dir)
     done_path = Path(os.environ["TRITON_CACHE_DIR"]) / DONE_FILE
     done = _read_done(done_path)
-    keys = {data: fingerprint(data, module, name) for data, (module, name) in specs.items()}
+    shared = context()
+    keys = {data: fingerprint(shared, data, module, name) for data, (module, name) in specs.items()}
     pending = {data: spec for data, spec in specs.items() if keys[data] not in done}
     compiled = _compile_in_pool(pending, workers or os.cpu_count() or 1) if pending else []
     if compiled:

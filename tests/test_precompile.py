@@ -49,3 +49,8 @@ def test_an_unreadable_record_compiles_everything_and_is_replaced(pool, tmp_path
     (tmp_path / precompile.DONE_FILE).write_text("{not json", encoding="utf-8")
     assert precompile.compile_all(SPECS).compiled == 2
     assert precompile.compile_all(SPECS).earlier == 2
+
+
+def test_a_record_of_other_things_than_fingerprints_is_read_as_empty(pool, tmp_path):
+    (tmp_path / precompile.DONE_FILE).write_text("[[1], 2]", encoding="utf-8")
+    assert precompile.compile_all(SPECS).compiled == 2
