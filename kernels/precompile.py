@@ -70,17 +70,20 @@ def _compile(module: str, name: str, data: str) -> None:
     kernel.preload(data)
 
 
-#: Beside Triton's binaries, the fingerprints of what compile_all has compiled there: a process whose
-#: every specialization is listed skips the worker pool, whose start (each worker imports torch and
-#: Triton) costs seconds only to load binaries the calls load anyway (docs/kernels/README.md).
+#: Beside Triton's binaries, what compile_all has compiled there, per context (see `context`): a
+#: process whose every specialization is listed skips the worker pool, whose start (each worker
+#: imports torch and Triton) costs seconds only to load binaries the calls load anyway
+#: (docs/kernels/README.md).
 DONE_FILE = "kernels-precompiled.json"
+#: Contexts the record keeps, the newest last: each edit of the kernels' sources starts a new one.
+KEPT_CONTEXTS = 8
 
 
 def context() -> str:
-    """What every compiled specialization of this process depends on besides its own data: Triton's
-    version, the GPU target, the TRITON_* environment (ptxas, cache dir) and the source of every
-    module of this package (a kernel may call helpers from another). A stale match only leaves
-    that kernel to compile on its first call."""
+    """What every compiled specialization of this process depends on besides its own data, as a
+    digest: Triton's version, the GPU target, the TRITON_* environment (ptxas, cache dir) and the
+    source of every module of this package (a kernel may call helpers from another). A stale match
+    only leaves that kernel to compile on its first call."""
     import triton
 
     try:
@@ -88,12 +91,11 @@ def context() -> str:
     except Exception:  # noqa: BLE001 - no GPU driver (the interpreter): the target is not known
         target = "no target"
     env = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("TRITON_"))
-    return "\0".join([triton.__version__, target, *env, _sources_digest()])
+    return _digest([triton.__version__, target, *env, _sources_digest()])
 
 
-def fingerprint(context_text: str, data: str, module: str, name: str) -> str:
-    """One specialization's key in DONE_FILE."""
-    return hashlib.sha256("\0".join([context_text, module, name, data]).encode()).hexdigest()
+def _digest(parts: list[str]) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 @functools.cache
@@ -104,20 +106,28 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
-def _read_done(path: Path) -> set[str]:
+def _read_record(path: Path) -> dict[str, list[str]]:
+    """Context -> fingerprints of DONE_FILE; empty when there is none or it is not such a record
+    (everything then compiles, and loads, again)."""
     try:
-        done = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return set()  # none yet, or unreadable: everything compiles (and loads) again
-    return {d for d in done if isinstance(d, str)} if isinstance(done, list) else set()
+        return {}
+    if not isinstance(record, dict):
+        return {}
+    return {k: [f for f in v if isinstance(f, str)] for k, v in record.items() if isinstance(v, list)}
 
 
-def _write_done(path: Path, done: set[str]) -> None:
-    """Atomically; a lost race with another process only costs a pool start later."""
+def _write_record(path: Path, key: str, compiled: set[str]) -> None:
+    """Add `compiled` to context `key`'s entry, which becomes the newest; only the KEPT_CONTEXTS newest
+    stay. Atomically: a lost race with another process only costs a pool start later."""
     from pytest_gpuperf.core.files import atomic_write_text
 
+    record = _read_record(path)
+    entry = set(record.pop(key, [])) | compiled
+    record[key] = sorted(entry)
     with contextlib.suppress(OSError):
-        atomic_write_text(path, json.dumps(sorted(done)))
+        atomic_write_text(path, json.dumps(dict(list(record.items())[-KEPT_CONTEXTS:])))
 
 
 def _compile_in_pool(specs: Specs, workers: int) -> list[str]:
@@ -149,12 +159,11 @@ def compile_all(specs: Specs, workers: int | None = None) -> Precompiled:
     # points TRITON_CACHE_DIR at its own directory unless it is set, and later Triton calls would
     # then miss every binary compiled here.
     os.environ.setdefault("TRITON_CACHE_DIR", knobs.cache.dir)
-    done_path = Path(os.environ["TRITON_CACHE_DIR"]) / DONE_FILE
-    done = _read_done(done_path)
-    shared = context()
-    keys = {data: fingerprint(shared, data, module, name) for data, (module, name) in specs.items()}
-    pending = {data: spec for data, spec in specs.items() if keys[data] not in done}
+    record_path, key = Path(os.environ["TRITON_CACHE_DIR"]) / DONE_FILE, context()
+    done = set(_read_record(record_path).get(key, []))
+    prints = {data: _digest([module, name, data]) for data, (module, name) in specs.items()}
+    pending = {data: spec for data, spec in specs.items() if prints[data] not in done}
     compiled = _compile_in_pool(pending, workers or os.cpu_count() or 1) if pending else []
     if compiled:
-        _write_done(done_path, _read_done(done_path) | done | {keys[data] for data in compiled})
+        _write_record(record_path, key, {prints[data] for data in compiled})
     return Precompiled(len(compiled), len(specs) - len(pending), len(pending) - len(compiled))

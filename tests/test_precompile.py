@@ -51,6 +51,22 @@ def test_an_unreadable_record_compiles_everything_and_is_replaced(pool, tmp_path
     assert precompile.compile_all(SPECS).earlier == 2
 
 
-def test_a_record_of_other_things_than_fingerprints_is_read_as_empty(pool, tmp_path):
-    (tmp_path / precompile.DONE_FILE).write_text("[[1], 2]", encoding="utf-8")
+@pytest.mark.parametrize("text", ["[[1], 2]", '{"a": 3}', '"x"'])
+def test_a_record_of_other_things_is_read_as_empty(pool, tmp_path, text):
+    (tmp_path / precompile.DONE_FILE).write_text(text, encoding="utf-8")
     assert precompile.compile_all(SPECS).compiled == 2
+    assert precompile.compile_all(SPECS).earlier == 2
+
+
+def test_the_record_keeps_the_newest_contexts_only(pool, monkeypatch, tmp_path):
+    """Each edit of the kernels' sources is a new context: the record stays bounded."""
+    import json
+
+    for i in range(precompile.KEPT_CONTEXTS + 2):
+        monkeypatch.setenv("TRITON_PTXAS_PATH", f"/ptxas/{i}")
+        precompile.compile_all(SPECS)
+    assert len(json.loads((tmp_path / precompile.DONE_FILE).read_text())) == precompile.KEPT_CONTEXTS
+    monkeypatch.setenv("TRITON_PTXAS_PATH", "/ptxas/0")  # dropped: compiles again
+    assert precompile.compile_all(SPECS).compiled == 2
+    monkeypatch.setenv("TRITON_PTXAS_PATH", f"/ptxas/{precompile.KEPT_CONTEXTS + 1}")
+    assert precompile.compile_all(SPECS).earlier == 2
