@@ -7,8 +7,10 @@ and IMPLS.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -48,6 +50,15 @@ def randn_input(shape, dtype: torch.dtype, device, seed: int = 0) -> torch.Tenso
     """Standard-normal values of `shape` and `dtype` on `device`, from a generator seeded with `seed`."""
     gen = torch.Generator(device=device).manual_seed(seed)
     return torch.randn(tuple(shape), generator=gen, device=device, dtype=dtype)
+
+
+def files_digest(paths: Iterable[Path]) -> str:
+    """SHA-256 over the files' names and contents, in the order given: what a build or a compile of
+    them depends on, whatever folder they sit in."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def streaming_cost(shape, dtype: torch.dtype, flops_per_element: int) -> tuple[int, int]:

@@ -85,12 +85,11 @@ def stage(source: Path) -> Path:
     is made (another process making the same one first is fine)."""
     from torch.utils.cpp_extension import get_default_build_root
 
+    from kernels.common import files_digest
+
     files = [source, *sorted(p for p in source.parent.glob("*.cuh") if p != source)]
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()) / "gpuperf-sources"
-    folder = root / f"{source.stem}-{digest.hexdigest()[:16]}"
+    folder = root / f"{source.stem}-{files_digest(files)[:16]}"
     if not folder.is_dir():
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))

@@ -100,10 +100,9 @@ def _digest(parts: list[str]) -> str:
 
 @functools.cache
 def _sources_digest() -> str:
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    from kernels.common import files_digest
+
+    return files_digest(sorted(Path(__file__).parent.glob("*.py")))
 
 
 def _read_record(path: Path) -> dict[str, list[str]]:
