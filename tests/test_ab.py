@@ -77,7 +77,7 @@ def test_a_real_slowdown_in_the_working_tree_fails(repo: Path, capsys) -> None:
     assert re.search(r"gpuperf: [\d.]+ s in the head's 2 processes: 2 measurements .*outside measurements", out)
     doc = json.loads((repo / "ab.json").read_text())
     record = doc["benchmarks"][0]["extra_info"]
-    assert record["verdict"] == "slower" and len(record["history"]) == 2
+    assert record["verdict"] == "slower" and len(record["history"]) == len(record["baseline_history"]) == 2
     assert "slower" in (repo / "ab.md").read_text()
     assert worktrees(repo) == 1  # the base checkout is gone
 
@@ -88,16 +88,18 @@ def fake_runner(medians: dict[str, dict[str, float]], calls: list, thresholds: d
 
     def run(args: list[str], cwd: Path, log: Path) -> int:
         side = "head" if (cwd / "HEAD_MARK").exists() else "base"
+        index = sum(c[0] == side for c in calls)  # this side's process number: a list gives one median each
         json_path = Path(next(a for a in args if a.startswith("--gpuperf-json=")).split("=", 1)[1])
         plan_arg = next((a for a in args if a.startswith("--gpuperf-ab-plan=")), None)
         plan = Plan.read(Path(plan_arg.split("=", 1)[1])) if plan_arg else Plan()
         ids = [i for i in (plan.select if plan.select is not None else sorted(medians[side])) if i in medians[side]]
         calls.append((side, list(ids), dict(plan.methods)))
+        median = {i: m[index] if isinstance(m, list) else m for i, m in medians[side].items()}
         if not ids:  # pytest, asked for tests this checkout does not have
             log.write_text("ERROR: file or directory not found: test_new.py\n")
             return 4
-        results = [{"nodeid": i, "name": i, "param": "", "group": "g", "median_ms": medians[side][i],
-                    "noise": 0.001, "samples": 100, "ci_ms": [medians[side][i] * 0.999, medians[side][i] * 1.001],
+        results = [{"nodeid": i, "name": i, "param": "", "group": "g", "median_ms": median[i],
+                    "noise": 0.001, "samples": 100, "ci_ms": [median[i] * 0.999, median[i] * 1.001],
                     "method": "events", "threshold": (thresholds or {}).get(i, 0.05)} for i in ids]
         results_store.write_json(json_path, results, {"key": "sim"}, {}, "2026-11-25T00:00:00")
         log.write_text(f"{len(ids)} passed\n")
@@ -107,7 +109,8 @@ def fake_runner(medians: dict[str, dict[str, float]], calls: list, thresholds: d
 
 
 def test_rounds_alternate_and_only_undecided_tests_run_again(repo: Path) -> None:
-    """base, head, then head, base for the undecided only; a slowdown stands once confirmed."""
+    """base, head, then head, base and base, head for the undecided only; a slowdown stands once
+    each side has measured it CONFIRMING_ROUNDS times."""
     (repo / "HEAD_MARK").write_text("")  # untracked: the base checkout has no such file
     medians = {"base": {"t::same": 1.0, "t::slow": 1.0, "t::noisy": 1.0},
                "head": {"t::same": 1.0, "t::slow": 1.2, "t::noisy": 1.0}}
@@ -115,16 +118,30 @@ def test_rounds_alternate_and_only_undecided_tests_run_again(repo: Path) -> None
     lines: list[str] = []
     run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls), say=lines.append)
     verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
-    assert [c[0] for c in calls] == ["base", "head", "head", "base"]
+    assert [c[0] for c in calls] == ["base", "head", "head", "base", "base", "head"]
     assert calls[0][1] == calls[1][1] == ["t::noisy", "t::same", "t::slow"]  # round 1: everything
-    assert calls[2][1] == ["t::slow"]  # round 2: the undecided (a slowdown is confirmed once)
+    assert calls[2][1] == calls[4][1] == ["t::slow"]  # rounds 2 and 3: the slowdown, to confirm it
     assert calls[0][2] == {} and calls[1][2] == {"t::noisy": "events", "t::same": "events", "t::slow": "events"}
     assert {k: v.time for k, v in verdicts.items()} == {"t::same": "same", "t::slow": "slower", "t::noisy": "same"}
-    assert len(head.rounds) == 2 and "t::same" not in head.rounds[1]
+    assert len(head.rounds) == 3 and "t::same" not in head.rounds[1]
     assert "gpuperf ab: after round 1: 1 slower, 2 same" in lines
     assert ab.report(verdicts, base, head, say=lines.append) == 1
-    assert any("4 pytest processes" in line for line in lines)
+    assert any("6 pytest processes" in line for line in lines)
     assert worktrees(repo) == 1
+
+
+def test_a_change_that_later_rounds_do_not_repeat_is_not_a_verdict(repo: Path) -> None:
+    """One head process reads a test 20% slower (and another 20% faster), the next two agree with
+    the base: neither stands."""
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::a": 1.0, "t::b": 1.0}, "head": {"t::a": [1.2, 1.0, 1.0], "t::b": [0.8, 1.0, 1.0]}}
+    calls: list = []
+    lines: list[str] = []
+    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls), say=lines.append)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert "gpuperf ab: after round 1: 1 slower, 1 faster" in lines
+    assert len(head.rounds) == 3 and {v.time for v in verdicts.values()} <= {"same", "unsure"}
+    assert ab.report(verdicts, base, head, say=lines.append) == 0
 
 
 def test_identical_revisions_stop_after_one_round(repo: Path) -> None:
