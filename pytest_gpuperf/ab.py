@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .core.noise import SAME_MACHINE, center
+from .core.noise import SAME_MACHINE, center, process_offsets
 from .core.records import Method
 from .core.verdict import DEFAULT_THRESHOLD, Verdict, is_regression, judge
 from .store.plan import Plan
@@ -67,10 +67,21 @@ class Side:
     device: dict | None = None
     software: dict = field(default_factory=dict)
 
+    def offsets(self) -> list[float]:
+        """ms per call each round's graph-timed tests read above the side's typical round
+        (`core.noise.process_offsets`)."""
+        graph = [{i: r["median_ms"] for i, r in measured.items() if r.get("method") == Method.GRAPH.value}
+                 for measured in self.rounds]
+        return process_offsets(graph)
+
     def combined(self) -> dict[str, dict]:
-        """Test id -> the side's rounds of it as one record (see `combined`)."""
-        ids = sorted(set().union(*self.rounds))
-        return {i: combined([r[i] for r in self.rounds if i in r]) for i in ids}
+        """Test id -> the side's rounds of it as one record (see `combined`), each graph-timed
+        median less its round's offset."""
+        offsets = self.offsets()
+        rounds = [{i: dict(r, median_ms=r["median_ms"] - offset) if offset and r.get("method") == Method.GRAPH.value
+                   else r for i, r in measured.items()} for measured, offset in zip(self.rounds, offsets)]
+        ids = sorted(set().union(*rounds))
+        return {i: combined([r[i] for r in rounds if i in r]) for i in ids}
 
 
 def git(args: Sequence[str], cwd: Path) -> str:
@@ -307,6 +318,11 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
     processes = len(base.rounds) + len(head.rounds)
     say(f"gpuperf ab: {processes} pytest processes, {base.seconds + head.seconds:.0f} s (base {base.seconds:.0f} s, "
         f"head {head.seconds:.0f} s); rounds per side: {len(base.rounds)}")
+    for side in (base, head):
+        moved = [f"process {n} {o * 1e3:+.3f} µs" for n, o in enumerate(side.offsets(), 1) if o]
+        if moved:
+            say(f"gpuperf ab: graph-timed calls of the {side.label}'s processes read apart from its other "
+                f"processes' by the same amount per call, taken off: {', '.join(moved)}")
     for side in (base, head):  # where the time went: measurements, and each process's own start-up and the rest
         records = [r for measured in side.rounds for r in measured.values()]
         say(time_line(records, side.seconds, f"in the {side.label}'s {len(side.rounds)} processes"))

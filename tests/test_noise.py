@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import random
+from unittest import mock
 
 import pytest
 
@@ -60,3 +62,25 @@ def test_more_processes_per_side_narrow_the_bound() -> None:
     two = pooled_spread([1.0, 1.0], [1.0, 1.0], SAME_MACHINE).bound()
     one = pooled_spread([1.0], [1.0], SAME_MACHINE).bound()
     assert two < one
+
+
+def test_the_process_whose_graph_timed_calls_all_read_apart_is_found() -> None:
+    rounds = [{f"k{n}": 0.002 + n * 1e-4 + (0.0003 if p == 1 else 0.0) + (n % 3) * 1e-6 * p for n in range(12)}
+              for p in range(3)]
+    offsets = noise.process_offsets(rounds)
+    assert offsets[1] == pytest.approx(0.0003, abs=5e-6) and offsets[0] == offsets[2] == 0.0
+
+
+def test_no_offset_from_too_few_rounds_or_tests_or_within_the_noise() -> None:
+    two = [{f"k{n}": 0.002 for n in range(12)}, {f"k{n}": 0.0023 for n in range(12)}]
+    assert noise.process_offsets(two) == [0.0, 0.0]  # two rounds: no round is the odd one
+    few = [{f"k{n}": 0.002 + (0.0003 if p == 0 else 0) for n in range(5)} for p in range(3)]
+    assert noise.process_offsets(few) == [0.0, 0.0, 0.0]
+    # medians spread 0.5 µs (sd) between processes: the first process's median residual (0.23 µs)
+    # is within its noise
+    rng = random.Random(3)
+    noisy = [{f"k{n}": 0.002 + (0.0001 if p == 0 else 0) + rng.gauss(0, 0.0005) for n in range(12)} for p in range(3)]
+    with mock.patch.object(noise, "OFFSET_SIGNIFICANCE", 0.0):
+        assert noise.process_offsets(noisy)[0] > 0.0002
+    assert noise.process_offsets(noisy) == [0.0, 0.0, 0.0]
+    assert noise.process_offsets([]) == []

@@ -128,3 +128,44 @@ def t_quantile(p: float, df: float) -> float:
 def window(history: Sequence[float]) -> list[float]:
     """A baseline entry's recordings bounded to the last `HISTORY_WINDOW`."""
     return list(history)[-HISTORY_WINDOW:]
+
+
+#: A process's common offset of graph-timed calls (`process_offsets`): how many reference tests it is
+#: estimated from at least, how many of the side's rounds a test needs to be a reference, how many
+#: standard errors from zero it must lie, and the least that counts (ms per call).
+OFFSET_MIN_TESTS = 10
+OFFSET_MIN_ROUNDS = 3
+OFFSET_SIGNIFICANCE = 4.0
+OFFSET_MIN_MS = 0.00005
+#: The standard error of a median over n values is about this times their sd over sqrt(n).
+_MEDIAN_SE = 1.2533
+#: MAD to standard deviation, for normal data.
+_MAD_TO_SD = 1.4826
+
+
+def process_offsets(rounds: Sequence[dict[str, float]]) -> list[float]:
+    """For one side's rounds (test id -> median ms per call of its graph-timed tests, one dict per
+    process, in order), the ms per call by which each process read all of them above the side's
+    typical process; 0.0 where that cannot be told from noise.
+
+    Graph-timed calls of one process can all read the same amount per call above or below those of
+    another process on the same machine (docs/gate.md). The reference of a test is its median over
+    the side's rounds, so with three rounds the odd process stands out; a test must have
+    OFFSET_MIN_ROUNDS rounds to count, and a process OFFSET_MIN_TESTS such tests. A change of the
+    code under test moves every round of its side alike and so never shows as an offset."""
+    reference = {}
+    for test in set().union(*rounds) if rounds else ():
+        values = [r[test] for r in rounds if test in r]
+        if len(values) >= OFFSET_MIN_ROUNDS:
+            reference[test] = statistics.median(values)
+    offsets = []
+    for measured in rounds:
+        residuals = [measured[t] - ref for t, ref in reference.items() if t in measured]
+        if len(residuals) < OFFSET_MIN_TESTS:
+            offsets.append(0.0)
+            continue
+        mid = statistics.median(residuals)
+        sd = _MAD_TO_SD * statistics.median(abs(x - mid) for x in residuals)
+        stderr = _MEDIAN_SE * sd / math.sqrt(len(residuals))
+        offsets.append(mid if abs(mid) > max(OFFSET_SIGNIFICANCE * stderr, OFFSET_MIN_MS) else 0.0)
+    return offsets
