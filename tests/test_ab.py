@@ -160,7 +160,29 @@ def test_a_process_whose_graph_timed_calls_all_read_apart_is_corrected(repo: Pat
     assert {v.time for v in verdicts.values()} == {"same"}
     assert base.offsets() == [pytest.approx(-0.0003), 0.0, 0.0] and head.offsets() == [0.0, 0.0, 0.0]
     assert ab.report(verdicts, base, head, say=lines.append) == 0
-    assert any("base's processes" in line and "process 1 -0.300 µs" in line for line in lines)
+    assert any("base's graph-timed calls" in line and "round 1 -0.300 µs" in line for line in lines)
+    assert verdicts["t::k0"].message.startswith("same") and base.combined()["t::k0"]["history"][0] == 0.0017  # raw
+
+
+def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
+    """The head's first process reads the graph-timed calls 0.4 µs slow, but not t::mid, decided
+    `same` in round 1 and never measured again: the offset does not flip it to `faster` (it is not
+    one of the tests the offset was estimated from, and taking an offset off can only calm a
+    verdict), and a 0.3 µs call keeps its readings rather than going below zero."""
+    (repo / "HEAD_MARK").write_text("")
+    ids = [f"t::k{n}" for n in range(12)]
+    medians = {"base": {**{i: 0.002 for i in ids}, "t::mid": 0.005, "t::tiny": 0.0003},
+               "head": {**{i: [0.0024, 0.002, 0.002] for i in ids}, "t::mid": [0.00505, 0.005, 0.005],
+                        "t::tiny": 0.0003}}
+    calls: list = []
+    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls, method="graph"), say=lambda line: None)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert head.offsets() == [pytest.approx(0.0004), 0.0, 0.0] and not any(base.offsets())
+    assert verdicts["t::mid"].time == "same" and {v.time for v in verdicts.values()} <= {"same", "unsure"}
+    corrected = head.combined(corrected=True)
+    assert corrected["t::mid"]["history"] == [0.00505] and corrected["t::tiny"]["history"] == [0.0003] * 3
+    assert corrected["t::k0"]["history"] == [pytest.approx(0.002)] * 3
+    assert ab.report(verdicts, base, head, say=lambda line: None) == 0
 
 
 def test_identical_revisions_stop_after_one_round(repo: Path) -> None:

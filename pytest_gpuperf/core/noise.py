@@ -152,9 +152,10 @@ def process_offsets(rounds: Sequence[dict[str, float]]) -> list[float]:
     another process on the same machine (docs/gate.md). The reference of a test is its median over
     the side's rounds, so with three rounds the odd process stands out; a test must have
     OFFSET_MIN_ROUNDS rounds to count, and a process OFFSET_MIN_TESTS such tests. A change of the
-    code under test moves every round of its side alike and so never shows as an offset."""
+    code under test moves every round of its side alike and so never shows as an offset. Where most
+    of a side's processes are the odd ones, the offset goes to the others."""
     reference = {}
-    for test in set().union(*rounds) if rounds else ():
+    for test in set().union(*rounds):
         values = [r[test] for r in rounds if test in r]
         if len(values) >= OFFSET_MIN_ROUNDS:
             reference[test] = statistics.median(values)
