@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
@@ -263,7 +263,7 @@ def judge_sides(base: Side, head: Side) -> dict[str, Verdict]:
         corrected = _judge(base.combined(corrected=True), head.combined(corrected=True))
         for nodeid, v in corrected.items():
             if _CLAIM.get(v.time, 2) < _CLAIM.get(verdicts[nodeid].time, 2):
-                verdicts[nodeid] = v
+                verdicts[nodeid] = replace(v, message=f"{v.message}; with the process offsets taken off")
     return verdicts
 
 
