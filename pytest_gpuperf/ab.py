@@ -73,14 +73,18 @@ class Side:
         return process_offsets([{i: r["median_ms"] for i, r in measured.items() if _graph_timed(r)}
                                 for measured in self.rounds])
 
-    def combined(self, corrected: bool = False) -> dict[str, dict]:
-        """Test id -> the side's rounds of it as one record (see `combined`). `corrected`: each
-        round's offset taken off the graph-timed tests the side measured in OFFSET_MIN_ROUNDS rounds
-        or more (those it was estimated from; a test decided in round 1 keeps what it was judged on)."""
+    def measured(self) -> collections.Counter:
+        """Test id -> how many of the side's rounds measured it."""
+        return collections.Counter(i for measured in self.rounds for i in measured)
+
+    def combined(self, offsets: Sequence[float] | None = None) -> dict[str, dict]:
+        """Test id -> the side's rounds of it as one record (see `combined`). With `offsets` (one per
+        round, `offsets()`), each is taken off the graph-timed tests the side measured in
+        OFFSET_MIN_ROUNDS rounds or more (those it was estimated from; a test decided in round 1 keeps
+        what it was judged on)."""
         rounds = self.rounds
-        if corrected:
-            offsets = self.offsets()
-            counts = collections.Counter(i for measured in rounds for i in measured)
+        if offsets is not None:
+            counts = self.measured()
             rounds = [{i: _less(r, offset) if offset and counts[i] >= OFFSET_MIN_ROUNDS and _graph_timed(r) else r
                        for i, r in measured.items()} for measured, offset in zip(rounds, offsets)]
         ids = sorted(set().union(*rounds))
@@ -259,8 +263,9 @@ def judge_sides(base: Side, head: Side) -> dict[str, Verdict]:
     side's three processes are the odd ones, the offset goes to the third, and the corrected side
     can read a change that is the processes' states, not the code.)"""
     verdicts = _judge(base.combined(), head.combined())
-    if any(base.offsets()) or any(head.offsets()):
-        corrected = _judge(base.combined(corrected=True), head.combined(corrected=True))
+    base_offsets, head_offsets = base.offsets(), head.offsets()
+    if any(base_offsets) or any(head_offsets):
+        corrected = _judge(base.combined(base_offsets), head.combined(head_offsets))
         for nodeid, v in corrected.items():
             if _CLAIM.get(v.time, 2) < _CLAIM.get(verdicts[nodeid].time, 2):
                 verdicts[nodeid] = replace(v, message=f"{v.message}; with the process offsets taken off")
@@ -294,11 +299,9 @@ _CHANGED = ("slower", "faster")
 def undecided(verdicts: dict[str, Verdict], base: Side, head: Side) -> list[str]:
     """Tests another round could still decide: `unsure` ones, and `slower` or `faster` ones that
     either side has measured fewer than CONFIRMING_ROUNDS times."""
-    def rounds(side: Side, nodeid: str) -> int:
-        return sum(nodeid in r for r in side.rounds)
-
+    base_rounds, head_rounds = base.measured(), head.measured()
     return sorted(k for k, v in verdicts.items() if v.time == "unsure" or (
-        v.time in _CHANGED and min(rounds(base, k), rounds(head, k)) < CONFIRMING_ROUNDS))
+        v.time in _CHANGED and min(base_rounds[k], head_rounds[k]) < CONFIRMING_ROUNDS))
 
 
 def counts_text(verdicts: dict[str, Verdict]) -> str:

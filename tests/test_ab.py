@@ -180,7 +180,7 @@ def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
     verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
     assert head.offsets() == [pytest.approx(0.0004), 0.0, 0.0] and not any(base.offsets())
     assert verdicts["t::mid"].time == "same" and {v.time for v in verdicts.values()} <= {"same", "unsure"}
-    corrected = head.combined(corrected=True)
+    corrected = head.combined(head.offsets())
     assert corrected["t::mid"]["history"] == [0.00505] and corrected["t::tiny"]["history"] == [0.0003] * 3
     assert corrected["t::k0"]["history"] == [pytest.approx(0.002)] * 3
     assert ab.report(verdicts, base, head, say=lambda line: None) == 0
