@@ -28,7 +28,8 @@ from pathlib import Path
 
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Method
-from .core.verdict import DEFAULT_THRESHOLD, Verdict, is_regression, judge
+from .core.verdict import DEFAULT_THRESHOLD, SPREAD_HISTORY, Verdict, is_regression, judge
+from .store.baseline import BaselineError, baseline_path, load
 from .store.plan import Plan
 from .store.results import load_recording
 
@@ -176,6 +177,8 @@ class AbRun:
     rounds: int = DEFAULT_ROUNDS
     runner: Runner = run_pytest
     say: Callable[[str], None] = print
+    #: Where the stored baselines live (`stored_spreads`); None: judge from the rounds alone.
+    baseline_dir: Path | None = None
 
     def measure(self, side: Side, cwd: Path, work: Path, index: int, plan: Plan) -> None:
         """One pytest process of `side`; its results become the side's next round."""
@@ -253,31 +256,71 @@ def combined(records: list[dict]) -> dict:
 _CLAIM = {"same": 0, "unsure": 1, "slower": 2, "faster": 2}
 
 
-def judge_sides(base: Side, head: Side) -> dict[str, Verdict]:
+#: A stored entry's recordings pool into a graph-timed test's spread (`stored_spreads`) when it holds
+#: this many or more (two degrees of freedom).
+STORED_MIN_RECORDINGS = 3
+
+
+def stored_spreads(directory: Path | None, device: dict | None, say: Callable[[str], None]) -> dict[str, dict]:
+    """Test id -> the graph-timed entries with STORED_MIN_RECORDINGS or more in this GPU's stored
+    baseline (`directory/<key>.yaml`), whose recordings pool into the test's A/B spread. A graph-timed
+    call moves between processes with where its few blocks land, as far on one machine as across
+    machines, and a side's three rounds may all land alike (docs/gate.md). Event-timed entries are
+    left out: across machines they spread with clocks and power, which both sides of an A/B share.
+    {} without a baseline; an unusable one is reported and left as it is."""
+    key = (device or {}).get("key")
+    if directory is None or not key:
+        return {}
+    path = baseline_path(directory, key)
+    try:
+        stored = load(path, key)
+    except BaselineError as exc:
+        say(f"gpuperf ab: {exc}; judged without its recordings")
+        return {}
+    if stored is None:
+        return {}
+    entries = {i: e for i, e in stored.entries.items()
+               if e.get("method") == Method.GRAPH.value and len(e.get("history") or []) >= STORED_MIN_RECORDINGS}
+    say(f"gpuperf ab: {len(entries)} graph-timed tests' spread pooled with their recordings in {path}")
+    return entries
+
+
+def _with_stored(record: dict, entry: dict | None) -> dict:
+    """The base's record of a test with its stored recordings as SPREAD_HISTORY, where they were
+    measured as this run measures it (graph, same cache mode and timing version)."""
+    alike = entry is not None and _graph_timed(record) and all(
+        entry.get(k) == record.get(k) for k in ("cache", "timing"))
+    return dict(record, **{SPREAD_HISTORY: entry["history"]}) if alike else record
+
+
+def judge_sides(base: Side, head: Side, stored: dict[str, dict] | None = None) -> dict[str, Verdict]:
     """Each test of either side judged from its rounds at its own threshold (marker, else the
-    pytest arguments' --gpuperf-threshold, else the default) (test id -> Verdict).
+    pytest arguments' --gpuperf-threshold, else the default) (test id -> Verdict). `stored`: the
+    entries whose recordings pool into a test's spread (`stored_spreads`).
 
     Where a side has a process whose graph-timed calls all read apart (`Side.offsets`), the tests
     are judged again with those offsets taken off, and the weaker of the two verdicts stands: taking
     an offset off can turn an `unsure` into `same`, but cannot make a change appear. (If two of a
     side's three processes are the odd ones, the offset goes to the third, and the corrected side
     can read a change that is the processes' states, not the code.)"""
-    verdicts = _judge(base.combined(), head.combined())
+    stored = stored or {}
+    verdicts = _judge(base.combined(), head.combined(), stored)
     base_offsets, head_offsets = base.offsets(), head.offsets()
     if any(base_offsets) or any(head_offsets):
-        corrected = _judge(base.combined(base_offsets), head.combined(head_offsets))
+        corrected = _judge(base.combined(base_offsets), head.combined(head_offsets), stored)
         for nodeid, v in corrected.items():
             if _CLAIM.get(v.time, 2) < _CLAIM.get(verdicts[nodeid].time, 2):
                 verdicts[nodeid] = replace(v, message=f"{v.message}; with the process offsets taken off")
     return verdicts
 
 
-def _judge(old: dict[str, dict], new: dict[str, dict]) -> dict[str, Verdict]:
+def _judge(old: dict[str, dict], new: dict[str, dict], stored: dict[str, dict]) -> dict[str, Verdict]:
     out = {}
     for nodeid in sorted(old.keys() | new.keys()):
         recorded = (new.get(nodeid) or old[nodeid]).get("threshold")
         limit = recorded if recorded is not None else DEFAULT_THRESHOLD
-        out[nodeid] = judge(old.get(nodeid), new.get(nodeid), float(limit), prior=SAME_MACHINE)
+        base = _with_stored(old[nodeid], stored.get(nodeid)) if nodeid in old else None
+        out[nodeid] = judge(base, new.get(nodeid), float(limit), prior=SAME_MACHINE)
     return out
 
 
@@ -323,13 +366,16 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
         base = Side("base", f"{revision} {commit[:10]}", base_root)
         head = Side("head", "working tree", repo)
         verdicts: dict[str, Verdict] = {}
+        stored: dict[str, dict] | None = None
         plan = Plan()
         for index in range(max(run.rounds, 1)):
             for side in ((base, head) if index % 2 == 0 else (head, base)):
                 run.measure(side, side.root / relative, Path(tmp), index, plan)
                 if not plan.methods:  # every later process times each test as the base's first did
                     plan.methods = first_methods(base)
-            verdicts = judge_sides(base, head)
+            if stored is None:
+                stored = stored_spreads(run.baseline_dir, head.device or base.device, run.say)
+            verdicts = judge_sides(base, head, stored)
             plan.select = undecided(verdicts, base, head)
             run.say(f"gpuperf ab: after round {index + 1}: {counts_text(verdicts)}")
             if not plan.select:

@@ -232,7 +232,8 @@ def _cmd_ab(args) -> int:
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        verdicts, base, head = compare_revisions(AbRun(pytest_args, rounds=args.rounds), Path.cwd(), args.base)
+        run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir))
+        verdicts, base, head = compare_revisions(run, Path.cwd(), args.base)
     except AbError as exc:
         print(f"gpuperf ab: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -321,7 +322,7 @@ def _parser() -> _Parser:
                    help="largest spread of a test's medians that are combined (default %(default)s)")
     m.set_defaults(func=_cmd_merge)
     a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--threshold PCT] [--json PATH] [--markdown PATH] "
-                                   "[-- PYTEST_ARGS...]", help="measure a base revision and the working tree on this GPU, interleaved; exit 1 "
+                                   "[--baseline-dir DIR] [-- PYTEST_ARGS...]", help="measure a base revision and the working tree on this GPU, interleaved; exit 1 "
                                   "if something got slower",
                        description="Check out BASE (a git revision) in a temporary worktree and run `pytest --gpuperf` "
                                    "there and in the working tree in alternating processes (base, head, head, base, "
@@ -336,6 +337,9 @@ def _parser() -> _Parser:
     a.add_argument("--json", metavar="PATH", type=Path, default=None,
                    help="the working tree's results and verdicts (pytest-benchmark JSON)")
     a.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the verdict table as Markdown")
+    a.add_argument("--baseline-dir", default="baselines",
+                   help="where this GPU's <device key>.yaml lives: its recordings of graph-timed tests widen "
+                        "their noise bounds (default: baselines)")
     a.set_defaults(func=_cmd_ab)
     d = sub.add_parser("device", help="this machine's device key, properties and measured peaks")
     d.add_argument("--no-peaks", action="store_true", help="do not measure the peaks (faster)")

@@ -186,6 +186,58 @@ def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
     assert ab.report(verdicts, base, head, say=lambda line: None) == 0
 
 
+def _stored(repo: Path, entries: dict[str, dict]) -> Path:
+    """The fake device's stored baseline (`baselines/sim.yaml`) holding `entries`."""
+    import yaml
+
+    path = repo / "baselines" / "sim.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump({"schema_version": 2, "device": {"key": "sim"}, "entries": entries}))
+    return path
+
+
+def test_a_graph_timed_tests_stored_recordings_widen_its_bound(repo: Path) -> None:
+    """Both sides' three rounds agree within their sides, 5.6% apart (the head's processes all landed
+    alike): `slower` from the rounds alone. With the test's stored recordings, which spread 5%
+    between machines, it is `unsure`; an event-timed test's recordings are not used (its spread
+    across machines is clocks and power, which both sides share), nor is a test with two."""
+    (repo / "HEAD_MARK").write_text("")
+    ids = ("t::graph", "t::events", "t::two")
+    medians = {"base": {i: [0.00250, 0.00252, 0.00251] for i in ids},
+               "head": {i: [0.00265, 0.00266, 0.00265] for i in ids}}
+    spread = [0.00240, 0.00262, 0.00236, 0.00270, 0.00250]
+
+    def compare(stored: bool, method: str, lines: list) -> dict:
+        run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, [], method=method), say=lines.append,
+                       baseline_dir=repo / "baselines" if stored else None)
+        return ab.compare_revisions(run, repo, "HEAD")[0]
+
+    _stored(repo, {"t::graph": {"median_ms": 0.0025, "method": "graph", "history": spread},
+                   "t::events": {"median_ms": 0.0025, "method": "events", "history": spread},
+                   "t::two": {"median_ms": 0.0025, "method": "graph", "history": spread[:2]}})
+    assert {v.time for v in compare(False, "graph", []).values()} == {"slower"}
+    lines: list[str] = []
+    graph = compare(True, "graph", lines)
+    assert graph["t::graph"].time == "unsure" and graph["t::two"].time == "slower"
+    assert any("1 graph-timed tests' spread pooled with their recordings in" in line for line in lines)
+    assert compare(True, "events", [])["t::events"].time == "slower"
+
+
+def test_an_unusable_stored_baseline_is_one_line_and_left_as_it_is(repo: Path) -> None:
+    (repo / "HEAD_MARK").write_text("")
+    path = _stored(repo, {})
+    path.write_text("entries: [unclosed\n")
+    lines: list[str] = []
+    medians = {"base": {"t::a": 0.002}, "head": {"t::a": 0.002}}
+    run = ab.AbRun(["-q"], runner=fake_runner(medians, [], method="graph"), say=lines.append,
+                   baseline_dir=repo / "baselines")
+    verdicts, _, _ = ab.compare_revisions(run, repo, "HEAD")
+    assert verdicts["t::a"].time == "same"
+    assert [line for line in lines if "sim.yaml" in line] == [
+        next(line for line in lines if "corrupt YAML" in line and line.endswith("judged without its recordings"))]
+    assert path.read_text() == "entries: [unclosed\n"
+
+
 def test_identical_revisions_stop_after_one_round(repo: Path) -> None:
     (repo / "HEAD_MARK").write_text("")
     medians = {"base": {"t::a": 0.5, "t::b": 2.0}, "head": {"t::a": 0.5005, "t::b": 1.998}}

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # On the device, from the repo root: commit the working tree as the base (the copy's .git is older),
-# then `gpuperf ab HEAD`: identical, slow (docs/ab-check/slowdown_conftest.py appended to
-# perf_tests/conftest.py in the working tree only) or alloc (alloc_conftest.py appended: one held
-# allocation, no extra work). Remaining args go to pytest.
+# then `gpuperf ab HEAD` with a head that is identical, slow (slowdown_conftest.py appended to
+# perf_tests/conftest.py in the working tree only: extra work after the call), spin (spin.patch
+# applied and spin_conftest.py appended too: short elementwise calls spin inside the kernel) or
+# alloc (alloc_conftest.py appended: one held allocation, no extra work). Remaining args go to pytest.
 set -uo pipefail
 . docs/ab-check/setup.sh
 mode=$1; shift
 g() { git -c user.email=ab@example.com -c user.name=ab "$@"; }
 [ -d .git ] || g init -q
 g add -A . >/dev/null && g commit -qm "ab base" --allow-empty
-if [ "$mode" = slow ]; then cat docs/ab-check/slowdown_conftest.py >> perf_tests/conftest.py; fi
-if [ "$mode" = alloc ]; then cat docs/ab-check/alloc_conftest.py >> perf_tests/conftest.py; fi
+case "$mode" in
+  slow) cat docs/ab-check/slowdown_conftest.py >> perf_tests/conftest.py ;;
+  spin) g apply docs/ab-check/spin.patch && cat docs/ab-check/slowdown_conftest.py docs/ab-check/spin_conftest.py >> perf_tests/conftest.py ;;
+  alloc) cat docs/ab-check/alloc_conftest.py >> perf_tests/conftest.py ;;
+esac
 gpuperf ab HEAD --rounds 3 --json "$OUT/ab-$mode.json" --markdown "$OUT/ab-$mode.md" -- "$@"
 rc=$?
-git checkout -q -- perf_tests/conftest.py
+git checkout -q -- perf_tests/conftest.py kernels
 exit $rc

@@ -44,12 +44,24 @@ def _mm_ms_per_k():
     return _MM["per_k"]
 
 
-@pytest.fixture
-def gpu_benchmark(gpu_benchmark, request):
+def _slowed_entry(nodeid):
+    """The baseline entry of a test in the slowed two thirds (by a hash of its id); None for the rest."""
     import torch
     import zlib
-    slowed_half = zlib.crc32(request.node.nodeid.encode()) % 3 != 0
-    entry = _slow_base(request.node.nodeid) if torch.cuda.is_available() and slowed_half else None
+    if not torch.cuda.is_available() or zlib.crc32(nodeid.encode()) % 3 == 0:
+        return None
+    return _slow_base(nodeid)
+
+
+@pytest.fixture
+def gpu_benchmark(gpu_benchmark, request):
+    return _slowed(gpu_benchmark, request)
+
+
+def _slowed(gpu_benchmark, request):
+    """gpu_benchmark, timing each call with its extra work after it (unchanged outside the slowed tests)."""
+    import torch
+    entry = _slowed_entry(request.node.nodeid)
     if entry is None:
         return gpu_benchmark
     extra_ms = (0.05 if entry["median_ms"] >= 0.02 else 0.10) * entry["median_ms"]

@@ -89,13 +89,15 @@ def log_spread(values: Sequence[float]) -> tuple[float, int]:
 
 
 def pooled_spread(base: Sequence[float], now: Sequence[float], prior: Prior = ACROSS_MACHINES, *,
-                  legacy_sd: float | None = None) -> Spread:
+                  legacy_sd: float | None = None, related: Sequence[float] = ()) -> Spread:
     """Pool each side's own spread with the prior (and a legacy entry's spread, as one degree of
-    freedom) into one estimate of a median's run-to-run sd."""
+    freedom) into one estimate of a median's run-to-run sd. `related`: other medians of the same
+    test, not compared, whose spread pools in with its degrees of freedom (in an A/B run, a graph-timed
+    test's recordings in the stored baseline)."""
     typical = statistics.median([*base, *now])
     sum_sq = prior.df * prior.sigma(typical) ** 2
     df = float(prior.df)
-    for side in (base, now):
+    for side in (base, now, related):
         s, side_df = log_spread(side)
         sum_sq += side_df * s * s
         df += side_df

@@ -96,6 +96,11 @@ def relative_halfwidth(record: dict) -> float:
     return Z * MEDIAN_SE_FACTOR * noise / math.sqrt(max(samples, 1.0))
 
 
+#: A record's key for medians of its test measured elsewhere, not compared, whose spread pools into
+#: the noise bound (`gpuperf ab` sets it from the stored baseline, ab.stored_spreads).
+SPREAD_HISTORY = "spread_history"
+
+
 def medians(record: dict) -> list[float]:
     """A side's medians, one per process: its `history` where it has one, else its median."""
     history = [m for m in (record.get("history") or []) if (as_number(m) or 0) > 0]
@@ -111,8 +116,10 @@ def legacy_sd(base: dict) -> float | None:
 
 
 def spread(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> noise.Spread:
-    """The test's pooled run-to-run spread from both sides' medians."""
-    return noise.pooled_spread(medians(base), medians(now), prior, legacy_sd=legacy_sd(base))
+    """The test's pooled run-to-run spread from both sides' medians, and the base's SPREAD_HISTORY
+    (medians of the test measured elsewhere, whose spread counts too) where it has one."""
+    related = [m for m in (base.get(SPREAD_HISTORY) or []) if (as_number(m) or 0) > 0]
+    return noise.pooled_spread(medians(base), medians(now), prior, legacy_sd=legacy_sd(base), related=related)
 
 
 def _sampling_sd(record: dict) -> float:
