@@ -54,6 +54,15 @@ class AbError(Exception):
     """Bad input or a side that could not be measured: one line, exit status 2."""
 
 
+class AbIncomplete(AbError):
+    """A side that could not be measured after round 1: the verdicts of the rounds before it, and
+    both sides, go with the error so that the report still shows and writes them."""
+
+    def __init__(self, message: str, verdicts: dict[str, Verdict], base: Side, head: Side):
+        super().__init__(message)
+        self.verdicts, self.base, self.head = verdicts, base, head
+
+
 @dataclass
 class Side:
     """One side of the comparison: where its checkout lives and what each round measured."""
@@ -370,7 +379,13 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
         plan = Plan()
         for index in range(max(run.rounds, 1)):
             for side in ((base, head) if index % 2 == 0 else (head, base)):
-                run.measure(side, side.root / relative, Path(tmp), index, plan)
+                try:
+                    run.measure(side, side.root / relative, Path(tmp), index, plan)
+                except AbError as exc:
+                    if not verdicts:
+                        raise
+                    raise AbIncomplete(f"{exc} (round {index + 1}; the report holds the rounds before it)",
+                                       verdicts, _rounds_before(base, index), _rounds_before(head, index)) from None
                 if not plan.methods:  # every later process times each test as the base's first did
                     plan.methods = first_methods(base)
             if stored is None:
@@ -383,6 +398,11 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
             if index + 1 < run.rounds:
                 run.say(f"gpuperf ab: measuring {len(plan.select)} undecided test(s) again")
     return verdicts, base, head
+
+
+def _rounds_before(side: Side, index: int) -> Side:
+    """The side as it stood after `index` complete rounds (a failed round leaves one side ahead)."""
+    return replace(side, rounds=side.rounds[:index])
 
 
 def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int = 120,

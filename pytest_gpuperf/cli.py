@@ -214,7 +214,7 @@ def _cmd_ab(args) -> int:
 
     import pytest
 
-    from .ab import AbError, AbRun, compare_revisions, report
+    from .ab import AbError, AbIncomplete, AbRun, compare_revisions, report
     from .plugin.outputs import check_outputs
 
     pytest_args = list(args.pytest_args)
@@ -234,6 +234,10 @@ def _cmd_ab(args) -> int:
     try:
         run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir))
         verdicts, base, head = compare_revisions(run, Path.cwd(), args.base)
+    except AbIncomplete as exc:  # what the complete rounds decided is shown and written, then the error
+        report(exc.verdicts, exc.base, exc.head, width=_width(), json_path=args.json, markdown_path=args.markdown)
+        print(f"gpuperf ab: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except AbError as exc:
         print(f"gpuperf ab: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -269,6 +269,38 @@ def test_a_side_that_cannot_run_is_exit_2_naming_it(repo: Path, monkeypatch, cap
     assert worktrees(repo) == 1
 
 
+def test_a_side_that_fails_in_a_later_round_still_reports_the_rounds_before(repo: Path, monkeypatch,
+                                                                           capsys) -> None:
+    """The head's second process crashes: the error names it and the round, and the table, JSON and
+    Markdown of round 1 are still written (exit 2)."""
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::slow": 1.0, "t::same": 1.0}, "head": {"t::slow": 1.3, "t::same": 1.0}}
+    calls: list = []
+    fake = fake_runner(medians, calls)
+
+    def crashing(args: list[str], cwd: Path, log: Path) -> int:
+        if sum(c[0] == "head" for c in calls) == 1 and (cwd / "HEAD_MARK").exists():
+            log.write_text("INTERNALERROR> ModuleNotFoundError: No module named 'x'\n")
+            return 3
+        return fake(args, cwd, log)
+
+    run = ab.AbRun(["-q"], rounds=3, runner=crashing, say=lambda line: None)
+    with pytest.raises(ab.AbIncomplete, match=r"head \(working tree\): pytest exited with status 3: INTERNALERROR.*"
+                                              r"\(round 2; the report holds the rounds before it\)") as caught:
+        ab.compare_revisions(run, repo, "HEAD")
+    exc = caught.value
+    assert len(exc.base.rounds) == len(exc.head.rounds) == 1 and exc.verdicts["t::same"].time == "same"
+    assert worktrees(repo) == 1
+
+    monkeypatch.setattr(ab, "compare_revisions", lambda *a, **k: (_ for _ in ()).throw(exc))
+    monkeypatch.chdir(repo)
+    code = cli.main(["ab", "HEAD", "--json", str(repo / "ab.json"), "--markdown", str(repo / "ab.md"), "--", "-q"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "gpuperf ab: error: head (working tree)" in err and "round 2" in err
+    assert "2 tests: " in out and "same" in (repo / "ab.md").read_text()
+    assert {b["name"] for b in json.loads((repo / "ab.json").read_text())["benchmarks"]} == {"t::slow", "t::same"}
+
+
 def test_a_plan_runs_only_its_tests_and_a_bad_plan_names_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_two="def test_a(gpu_benchmark):\n    gpu_benchmark(abs, 1)\n\n"
                                  "def test_b(gpu_benchmark):\n    gpu_benchmark(abs, 2)\n")
