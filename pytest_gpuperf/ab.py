@@ -29,7 +29,7 @@ from pathlib import Path
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Method
 from .core.verdict import DEFAULT_THRESHOLD, SPREAD_HISTORY, Verdict, is_regression, judge
-from .store.baseline import BaselineError, baseline_path, load
+from .store.baseline import BaselineError, alike, baseline_path, load
 from .store.plan import Plan
 from .store.results import load_recording
 
@@ -272,11 +272,12 @@ STORED_MIN_RECORDINGS = 3
 
 def stored_spreads(directory: Path | None, device: dict | None, say: Callable[[str], None]) -> dict[str, dict]:
     """Test id -> the graph-timed entries with STORED_MIN_RECORDINGS or more in this GPU's stored
-    baseline (`directory/<key>.yaml`), whose recordings pool into the test's A/B spread. A graph-timed
-    call moves between processes with where its few blocks land, as far on one machine as across
-    machines, and a side's three rounds may all land alike (docs/gate.md). Event-timed entries are
-    left out: across machines they spread with clocks and power, which both sides of an A/B share.
-    {} without a baseline; an unusable one is reported and left as it is."""
+    baseline (`directory/<key>.yaml`, the base revision's copy), whose recordings pool into the
+    test's A/B spread. A graph-timed call moves between processes with where its few blocks land, as
+    far on one machine as across machines, and a side's three rounds may all land alike
+    (docs/gate.md). Event-timed entries are left out: across machines they spread with clocks and
+    power, which both sides of an A/B share. {} without a baseline (said in one line); an unusable
+    one is reported and left as it is."""
     key = (device or {}).get("key")
     if directory is None or not key:
         return {}
@@ -287,19 +288,32 @@ def stored_spreads(directory: Path | None, device: dict | None, say: Callable[[s
         say(f"gpuperf ab: {exc}; judged without its recordings")
         return {}
     if stored is None:
+        say(f"gpuperf ab: no stored baseline {path} in the base revision: each test is judged from its rounds alone")
         return {}
     entries = {i: e for i, e in stored.entries.items()
-               if e.get("method") == Method.GRAPH.value and len(e.get("history") or []) >= STORED_MIN_RECORDINGS}
-    say(f"gpuperf ab: {len(entries)} graph-timed tests' spread pooled with their recordings in {path}")
+               if _graph_timed(e) and len(e.get("history") or []) >= STORED_MIN_RECORDINGS}
+    say(f"gpuperf ab: {len(entries)} graph-timed entries of {path} hold {STORED_MIN_RECORDINGS} or more "
+        f"recordings; their spread pools into their tests'")
     return entries
 
 
 def _with_stored(record: dict, entry: dict | None) -> dict:
     """The base's record of a test with its stored recordings as SPREAD_HISTORY, where they were
-    measured as this run measures it (graph, same cache mode and timing version)."""
-    alike = entry is not None and _graph_timed(record) and all(
-        entry.get(k) == record.get(k) for k in ("cache", "timing"))
-    return dict(record, **{SPREAD_HISTORY: entry["history"]}) if alike else record
+    measured as this run measures it (graph-timed, same cache mode and timing)."""
+    usable = entry is not None and _graph_timed(record) and alike(entry, record)
+    return dict(record, **{SPREAD_HISTORY: entry["history"]}) if usable else record
+
+
+def in_base(path: Path | None, cwd: Path, repo: Path, base_root: Path) -> Path | None:
+    """`path` (relative to `cwd`) as the base checkout holds it, where it lies inside the repository;
+    elsewhere as given."""
+    if path is None:
+        return None
+    full = (Path(cwd) / path).resolve()
+    try:
+        return base_root / full.relative_to(repo)
+    except ValueError:
+        return full
 
 
 def judge_sides(base: Side, head: Side, stored: dict[str, dict] | None = None) -> dict[str, Verdict]:
@@ -389,7 +403,8 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
                 if not plan.methods:  # every later process times each test as the base's first did
                     plan.methods = first_methods(base)
             if stored is None:
-                stored = stored_spreads(run.baseline_dir, head.device or base.device, run.say)
+                stored = stored_spreads(in_base(run.baseline_dir, cwd, repo, base_root), head.device or base.device,
+                                        run.say)
             verdicts = judge_sides(base, head, stored)
             plan.select = undecided(verdicts, base, head)
             run.say(f"gpuperf ab: after round {index + 1}: {counts_text(verdicts)}")
@@ -401,14 +416,16 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
 
 
 def _rounds_before(side: Side, index: int) -> Side:
-    """The side as it stood after `index` complete rounds (a failed round leaves one side ahead)."""
+    """The side as it stood after `index` complete rounds (a failed round leaves one side ahead);
+    its time and failures still count every process it ran."""
     return replace(side, rounds=side.rounds[:index])
 
 
 def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int = 120,
            json_path: Path | None = None, markdown_path: Path | None = None,
-           say: Callable[[str], None] = print) -> int:
-    """Print the verdict table and the cost, write the requested files; returns the exit status."""
+           say: Callable[[str], None] = print, incomplete: str | None = None) -> int:
+    """Print the verdict table and the cost, write the requested files; returns the exit status.
+    `incomplete`: why the run stopped early, said under the table and in both files."""
     from .report.markdown import write_markdown
     from .report.rows import time_line
     from .report.table import compare_lines
@@ -434,11 +451,14 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
         results.append(dict(record, baseline=old.get(nodeid), verdict=v.time, memory_verdict=v.memory,
                             change=v.change, memory_change=v.memory_change, noise_bound=v.noise_bound,
                             fixed_bound=v.fixed_bound, message=v.message, regression=is_regression(v)))
+    note = f"incomplete run: {incomplete}" if incomplete else None
+    if note:
+        say(f"gpuperf ab: {note}")
     if json_path is not None:
         started = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
-        write_json(json_path, results, head.device or {}, head.software, started)
+        write_json(json_path, results, head.device or {}, head.software, started, note=note)
     if markdown_path is not None:
-        write_markdown(markdown_path, results, head.device or {}, head.software)
+        write_markdown(markdown_path, results, head.device or {}, head.software, note=note)
     if head.failed:
         say(f"gpuperf ab: in the working tree, {failures_text(head)}")
     return 1 if head.failed or any(is_regression(v) for v in verdicts.values()) else 0

@@ -235,7 +235,8 @@ def _cmd_ab(args) -> int:
         run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir))
         verdicts, base, head = compare_revisions(run, Path.cwd(), args.base)
     except AbIncomplete as exc:  # what the complete rounds decided is shown and written, then the error
-        report(exc.verdicts, exc.base, exc.head, width=_width(), json_path=args.json, markdown_path=args.markdown)
+        report(exc.verdicts, exc.base, exc.head, width=_width(), json_path=args.json, markdown_path=args.markdown,
+               incomplete=str(exc))
         print(f"gpuperf ab: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except AbError as exc:

@@ -186,13 +186,18 @@ def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
     assert ab.report(verdicts, base, head, say=lambda line: None) == 0
 
 
-def _stored(repo: Path, entries: dict[str, dict]) -> Path:
-    """The fake device's stored baseline (`baselines/sim.yaml`) holding `entries`."""
+def _stored(repo: Path, entries: dict[str, dict] | str) -> Path:
+    """The fake device's stored baseline (`baselines/sim.yaml`) holding `entries` (or that text),
+    committed: `gpuperf ab` reads the base revision's copy."""
     import yaml
 
     path = repo / "baselines" / "sim.yaml"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(yaml.safe_dump({"schema_version": 2, "device": {"key": "sim"}, "entries": entries}))
+    text = entries if isinstance(entries, str) else yaml.safe_dump(
+        {"schema_version": 2, "device": {"key": "sim"}, "entries": entries})
+    path.write_text(text)
+    git(repo, "add", "baselines")
+    git(repo, "commit", "-q", "-m", "baseline")
     return path
 
 
@@ -212,21 +217,32 @@ def test_a_graph_timed_tests_stored_recordings_widen_its_bound(repo: Path) -> No
                        baseline_dir=repo / "baselines" if stored else None)
         return ab.compare_revisions(run, repo, "HEAD")[0]
 
-    _stored(repo, {"t::graph": {"median_ms": 0.0025, "method": "graph", "history": spread},
-                   "t::events": {"median_ms": 0.0025, "method": "events", "history": spread},
-                   "t::two": {"median_ms": 0.0025, "method": "graph", "history": spread[:2]}})
+    path = _stored(repo, {"t::graph": {"median_ms": 0.0025, "method": "graph", "history": spread},
+                          "t::events": {"median_ms": 0.0025, "method": "events", "history": spread},
+                          "t::two": {"median_ms": 0.0025, "method": "graph", "history": spread[:2]}})
     assert {v.time for v in compare(False, "graph", []).values()} == {"slower"}
     lines: list[str] = []
     graph = compare(True, "graph", lines)
     assert graph["t::graph"].time == "unsure" and graph["t::two"].time == "slower"
-    assert any("1 graph-timed tests' spread pooled with their recordings in" in line for line in lines)
+    assert any("1 graph-timed entries of" in line and "sim.yaml hold 3 or more recordings" in line for line in lines)
     assert compare(True, "events", [])["t::events"].time == "slower"
+    # measured another way (a warm cache) the recordings do not count
+    _stored(repo, {"t::graph": {"median_ms": 0.0025, "method": "graph", "cache": "warm", "history": spread}})
+    assert compare(True, "graph", [])["t::graph"].time == "slower"
+    # the base revision's copy is read: one re-recorded in the working tree only does not widen the bound
+    git(repo, "rm", "-q", str(path))
+    git(repo, "commit", "-q", "-m", "no baseline")
+    _stored(repo, {"t::graph": {"median_ms": 0.0025, "method": "graph", "history": spread}})
+    git(repo, "reset", "-q", "--soft", "HEAD~1")
+    git(repo, "reset", "-q", "baselines")
+    lines = []
+    assert compare(True, "graph", lines)["t::graph"].time == "slower" and path.exists()
+    assert any("no stored baseline" in line and "judged from its rounds alone" in line for line in lines)
 
 
 def test_an_unusable_stored_baseline_is_one_line_and_left_as_it_is(repo: Path) -> None:
     (repo / "HEAD_MARK").write_text("")
-    path = _stored(repo, {})
-    path.write_text("entries: [unclosed\n")
+    path = _stored(repo, "entries: [unclosed\n")
     lines: list[str] = []
     medians = {"base": {"t::a": 0.002}, "head": {"t::a": 0.002}}
     run = ab.AbRun(["-q"], runner=fake_runner(medians, [], method="graph"), say=lines.append,
@@ -297,8 +313,32 @@ def test_a_side_that_fails_in_a_later_round_still_reports_the_rounds_before(repo
     code = cli.main(["ab", "HEAD", "--json", str(repo / "ab.json"), "--markdown", str(repo / "ab.md"), "--", "-q"])
     out, err = capsys.readouterr()
     assert code == 2 and "gpuperf ab: error: head (working tree)" in err and "round 2" in err
-    assert "2 tests: " in out and "same" in (repo / "ab.md").read_text()
-    assert {b["name"] for b in json.loads((repo / "ab.json").read_text())["benchmarks"]} == {"t::slow", "t::same"}
+    assert "2 tests: " in out and "gpuperf ab: incomplete run: head (working tree)" in out
+    assert "**incomplete run: head (working tree)" in (repo / "ab.md").read_text()
+    doc = json.loads((repo / "ab.json").read_text())
+    assert {b["name"] for b in doc["benchmarks"]} == {"t::slow", "t::same"}
+    assert "round 2" in doc["machine_info"]["gpuperf_note"]
+
+
+def test_a_base_failing_after_the_heads_round_leaves_both_sides_at_the_rounds_before(repo: Path) -> None:
+    """Round 2 runs the head, then the base; the base crashes: the head's second round is set aside,
+    so the verdicts and both sides stand as they were after round 1."""
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::a": 1.0}, "head": {"t::a": [1.3, 1.3]}}
+    calls: list = []
+    fake = fake_runner(medians, calls)
+
+    def crashing(args: list[str], cwd: Path, log: Path) -> int:
+        if len(calls) == 3:  # base, head, head: the base's second process
+            log.write_text("Fatal Python error: Segmentation fault\n")
+            return -11
+        return fake(args, cwd, log)
+
+    run = ab.AbRun(["-q"], rounds=3, runner=crashing, say=lambda line: None)
+    with pytest.raises(ab.AbIncomplete, match=r"base \(HEAD .*exited with status -11.*round 2") as caught:
+        ab.compare_revisions(run, repo, "HEAD")
+    assert len(caught.value.base.rounds) == len(caught.value.head.rounds) == 1
+    assert caught.value.head.combined()["t::a"]["history"] == [1.3]
 
 
 def test_a_plan_runs_only_its_tests_and_a_bad_plan_names_the_option(pytester: pytest.Pytester) -> None:

@@ -54,6 +54,17 @@ def test_a_legacy_drift_counts_as_one_degree_of_freedom() -> None:
     assert legacy.df == plain.df + 1 and legacy.sigma > plain.sigma
 
 
+def test_related_medians_pool_in_with_their_degrees_of_freedom() -> None:
+    """A test's stored recordings (related medians, not compared) widen a quiet pair of sides by
+    their own spread, weighted by their count: four related medians add three degrees of freedom."""
+    base, now = [0.0025, 0.00251, 0.0025], [0.0026, 0.0026, 0.00261]
+    plain = pooled_spread(base, now, SAME_MACHINE)
+    related = pooled_spread(base, now, SAME_MACHINE, related=[0.0024, 0.0027, 0.00236, 0.0026])
+    assert related.df == plain.df + 3 and related.sigma > 2 * plain.sigma
+    assert (related.n_base, related.n_now) == (3, 3)  # they do not count as measurements of a side
+    assert pooled_spread(base, now, SAME_MACHINE, related=[0.0025]) == plain  # one median: no spread
+
+
 def test_one_machine_allows_less_spread_than_several() -> None:
     assert pooled_spread([1.0], [1.0], SAME_MACHINE).bound() < pooled_spread([1.0], [1.0]).bound()
 

@@ -21,7 +21,7 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(results: list[dict], device: dict, software: dict) -> str:
+def markdown(results: list[dict], device: dict, software: dict, *, note: str | None = None) -> str:
     """The summary as GitHub-flavoured Markdown (a CI step summary): one table per group."""
     out = [f"## pytest-gpuperf: {_md_escape((device or {}).get('name') or (device or {}).get('key') or 'unknown device')}",
            ""]
@@ -36,6 +36,8 @@ def markdown(results: list[dict], device: dict, software: dict) -> str:
             info.append(f"{k} {v}")
     if info:
         out += [_md_escape(" · ".join(info)), ""]
+    if note:
+        out += [f"**{_md_escape(note)}**", ""]
     out += [f"**{summary_counts(results)}**", ""]
     ceiling = ceiling_line(results)
     if ceiling:
@@ -69,5 +71,6 @@ def markdown(results: list[dict], device: dict, software: dict) -> str:
     return "\n".join(out)
 
 
-def write_markdown(path: Path, results: list[dict], device: dict, software: dict) -> None:
-    atomic_write_text(Path(path), markdown(results, device, software))
+def write_markdown(path: Path, results: list[dict], device: dict, software: dict, *, note: str | None = None) -> None:
+    """`note` (e.g. why a run stopped early) is a bold line above the counts."""
+    atomic_write_text(Path(path), markdown(results, device, software, note=note))

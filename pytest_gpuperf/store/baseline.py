@@ -154,7 +154,7 @@ def with_history(newest: dict, history: list[float], legacy_drift: float | None 
     return entry
 
 
-def _alike(a: dict, b: dict) -> bool:
+def alike(a: dict, b: dict) -> bool:
     """Were two entries measured alike (method, cache and timing version), so their medians compare?"""
     return _how(a) == _how(b) and timing_epoch(a) == timing_epoch(b)
 
@@ -200,7 +200,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             others = sorted({"/".join(_how(e)) for _, e in recs if _how(e) != how})
             notes.append(f"{name}: measured {', '.join(others)} (method/cache) in some recordings and "
                          f"{'/'.join(how)} in most: only the {'/'.join(how)} ones are combined")
-        same = [e for e in same_how if _alike(e, newest)]
+        same = [e for e in same_how if alike(e, newest)]
         if len(same) < len(same_how):
             older_versions.append(name)
         history = noise.window([m for e in same for m in medians(e)])
@@ -415,7 +415,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
             if keep_others:  # a recording adds its median to the history of an entry measured alike
                 for name, entry in entries.items():
                     before = previous.get(name) or {}
-                    history = (medians(before) if before and _alike(before, entry) else []) + medians(entry)
+                    history = (medians(before) if before and alike(before, entry) else []) + medians(entry)
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
                     legacy = entry.get("drift") or (before.get("drift") if before and _how(before) == _how(entry) else None)
                     entries[name] = with_history(entry, history, legacy)

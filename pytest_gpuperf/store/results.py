@@ -165,9 +165,13 @@ def benchmark_json(results: list[dict], device: dict, software: dict, started_at
     })
 
 
-def write_json(path: Path, results: list[dict], device: dict, software: dict, started_at: str) -> None:
-    """Results in pytest-benchmark's JSON format (``pytest-benchmark compare FILE`` reads it)."""
+def write_json(path: Path, results: list[dict], device: dict, software: dict, started_at: str, *,
+               note: str | None = None) -> None:
+    """Results in pytest-benchmark's JSON format (``pytest-benchmark compare FILE`` reads it);
+    `note` (e.g. why a run stopped early) goes into machine_info as gpuperf_note."""
     doc = benchmark_json(results, device, software, started_at)
+    if note:
+        doc["machine_info"]["gpuperf_note"] = note
     atomic_write_text(Path(path), json.dumps(doc, indent=2, allow_nan=False) + "\n")
 
 
