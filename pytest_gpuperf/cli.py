@@ -343,8 +343,8 @@ def _parser() -> _Parser:
                    help="the working tree's results and verdicts (pytest-benchmark JSON)")
     a.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the verdict table as Markdown")
     a.add_argument("--baseline-dir", default="baselines",
-                   help="where this GPU's <device key>.yaml lives: its recordings of graph-timed tests widen "
-                        "their noise bounds (default: baselines)")
+                   help="where this GPU's <device key>.yaml lives (read as BASE holds it): its recordings of "
+                        "graph-timed tests widen their noise bounds (default: baselines)")
     a.set_defaults(func=_cmd_ab)
     d = sub.add_parser("device", help="this machine's device key, properties and measured peaks")
     d.add_argument("--no-peaks", action="store_true", help="do not measure the peaks (faster)")
