@@ -261,10 +261,6 @@ def combined(records: list[dict]) -> dict:
     return record
 
 
-#: How strongly a verdict claims something: a process offset may lower it, never raise it.
-_CLAIM = {"same": 0, "unsure": 1, "slower": 2, "faster": 2}
-
-
 #: A stored entry's recordings pool into a graph-timed test's spread (`stored_spreads`) when it holds
 #: this many or more (two degrees of freedom).
 STORED_MIN_RECORDINGS = 3
@@ -304,7 +300,7 @@ def _with_stored(record: dict, entry: dict | None) -> dict:
     return dict(record, **{SPREAD_HISTORY: entry["history"]}) if usable else record
 
 
-def in_base(path: Path | None, cwd: Path, repo: Path, base_root: Path) -> Path | None:
+def _in_base(path: Path | None, cwd: Path, repo: Path, base_root: Path) -> Path | None:
     """`path` (relative to `cwd`) as the base checkout holds it, where it lies inside the repository;
     elsewhere as given."""
     if path is None:
@@ -314,6 +310,10 @@ def in_base(path: Path | None, cwd: Path, repo: Path, base_root: Path) -> Path |
         return base_root / full.relative_to(repo)
     except ValueError:
         return full
+
+
+#: How strongly a verdict claims something: a process offset may lower it, never raise it.
+_CLAIM = {"same": 0, "unsure": 1, "slower": 2, "faster": 2}
 
 
 def judge_sides(base: Side, head: Side, stored: dict[str, dict] | None = None) -> dict[str, Verdict]:
@@ -403,7 +403,7 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
                 if not plan.methods:  # every later process times each test as the base's first did
                     plan.methods = first_methods(base)
             if stored is None:
-                stored = stored_spreads(in_base(run.baseline_dir, cwd, repo, base_root), head.device or base.device,
+                stored = stored_spreads(_in_base(run.baseline_dir, cwd, repo, base_root), head.device or base.device,
                                         run.say)
             verdicts = judge_sides(base, head, stored)
             plan.select = undecided(verdicts, base, head)
