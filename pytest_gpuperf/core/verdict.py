@@ -101,10 +101,14 @@ def relative_halfwidth(record: dict) -> float:
 SPREAD_HISTORY = "spread_history"
 
 
+def _positive(values) -> list[float]:
+    """The positive numbers of a stored list of medians (None or a missing key: none)."""
+    return [m for m in (values or []) if (as_number(m) or 0) > 0]
+
+
 def medians(record: dict) -> list[float]:
     """A side's medians, one per process: its `history` where it has one, else its median."""
-    history = [m for m in (record.get("history") or []) if (as_number(m) or 0) > 0]
-    return history or [float(record["median_ms"])]
+    return _positive(record.get("history")) or [float(record["median_ms"])]
 
 
 def legacy_sd(base: dict) -> float | None:
@@ -118,8 +122,8 @@ def legacy_sd(base: dict) -> float | None:
 def spread(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> noise.Spread:
     """The test's pooled run-to-run spread from both sides' medians, and the base's SPREAD_HISTORY
     (medians of the test measured elsewhere, whose spread counts too) where it has one."""
-    related = [m for m in (base.get(SPREAD_HISTORY) or []) if (as_number(m) or 0) > 0]
-    return noise.pooled_spread(medians(base), medians(now), prior, legacy_sd=legacy_sd(base), related=related)
+    return noise.pooled_spread(medians(base), medians(now), prior, legacy_sd=legacy_sd(base),
+                               related=_positive(base.get(SPREAD_HISTORY)))
 
 
 def _sampling_sd(record: dict) -> float:
