@@ -448,3 +448,53 @@ def test_sim_the_spins_keep_growing_while_the_host_keeps_slowing_down(sim, monke
     m = _run(sim, fn, prefer="events", cache="warm")
     assert m.method == "events" and not m.warnings
     assert m.median_ms == pytest.approx(0.25, rel=0.03)
+
+
+class _FootprintTorch:
+    """Just what footprint.settle asks of torch: free memory, a block, a synchronize, the cache."""
+
+    uint8 = "uint8"
+
+    def __init__(self, free_bytes: int) -> None:
+        self.free_bytes, self.events = free_bytes, []
+        self.cuda = self
+
+    def mem_get_info(self, index: int) -> tuple[int, int]:
+        return self.free_bytes, 80 << 30
+
+    def ones(self, n: int, dtype=None, device=None) -> object:
+        self.events.append(("map", n, device))
+        return object()
+
+    def synchronize(self, index: int) -> None:
+        self.events.append(("sync", index))
+
+    def empty_cache(self) -> None:
+        self.events.append(("free",))
+
+
+def test_each_process_maps_and_frees_a_large_footprint_once_per_device(monkeypatch) -> None:
+    from pytest_gpuperf.measure import footprint
+    from pytest_gpuperf.measure.calibration import Calibration
+
+    monkeypatch.delenv(footprint.DISABLE_ENV, raising=False)
+    torch, cal = _FootprintTorch(80 << 30), Calibration()
+    cal.settle(torch, 1)
+    cal.settle(torch, 1)
+    assert torch.events == [("map", footprint.FOOTPRINT_BYTES, "cuda:1"), ("sync", 1), ("free",)]
+    cal.settle(torch, 0)
+    assert torch.events[-3][2] == "cuda:0"
+    # a GPU without that much free memory is left alone, and so is every GPU where it is turned off
+    assert not footprint.settle(_FootprintTorch(footprint.FOOTPRINT_BYTES), 0)
+    monkeypatch.setenv(footprint.DISABLE_ENV, "0")
+    off = _FootprintTorch(80 << 30)
+    assert not footprint.settle(off, 0) and off.events == []
+    assert footprint.settle_in_child() is None  # and no child is started
+
+
+def test_the_footprint_child_exits_cleanly_without_a_gpu(monkeypatch) -> None:
+    from pytest_gpuperf.measure import footprint
+
+    monkeypatch.delenv(footprint.DISABLE_ENV, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert footprint.settle_in_child() is None
