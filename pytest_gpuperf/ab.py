@@ -188,9 +188,6 @@ class AbRun:
     say: Callable[[str], None] = print
     #: Where the stored baselines live (`stored_spreads`); None: judge from the rounds alone.
     baseline_dir: Path | None = None
-    #: Run ahead of round 1 so that no round is a fresh machine's first CUDA process
-    #: (`footprint.settle_in_child`); returns a line saying what failed, or None.
-    settle: Callable[[], str | None] | None = None
 
     def measure(self, side: Side, cwd: Path, work: Path, index: int, plan: Plan) -> None:
         """One pytest process of `side`; its results become the side's next round."""
@@ -394,10 +391,6 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
         verdicts: dict[str, Verdict] = {}
         stored: dict[str, dict] | None = None
         plan = Plan()
-        problem = run.settle() if run.settle is not None else None
-        if problem:
-            run.say(f"gpuperf ab: the process ahead of round 1 failed ({problem}); on a freshly started machine "
-                    f"round 1 of the base can read graph-timed calls apart")
         for index in range(max(run.rounds, 1)):
             for side in ((base, head) if index % 2 == 0 else (head, base)):
                 try:

@@ -215,7 +215,6 @@ def _cmd_ab(args) -> int:
     import pytest
 
     from .ab import AbError, AbIncomplete, AbRun, compare_revisions, report
-    from .measure import footprint
     from .plugin.outputs import check_outputs
 
     pytest_args = list(args.pytest_args)
@@ -233,8 +232,7 @@ def _cmd_ab(args) -> int:
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir),
-                    settle=footprint.settle_in_child)
+        run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir))
         verdicts, base, head = compare_revisions(run, Path.cwd(), args.base)
     except AbIncomplete as exc:  # what the complete rounds decided is shown and written, then the error
         report(exc.verdicts, exc.base, exc.head, width=_width(), json_path=args.json, markdown_path=args.markdown,

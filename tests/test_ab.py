@@ -131,22 +131,6 @@ def test_rounds_alternate_and_only_undecided_tests_run_again(repo: Path) -> None
     assert worktrees(repo) == 1
 
 
-def test_a_process_ahead_of_round_1_spends_a_fresh_machines_first_process(repo: Path) -> None:
-    (repo / "HEAD_MARK").write_text("")
-    medians = {"base": {"t::same": 1.0}, "head": {"t::same": 1.0}}
-    calls: list = []
-    lines: list[str] = []
-
-    def settle() -> str | None:
-        calls.append(("settle", None, None))
-        return "exit status 1: CUDA error"
-
-    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls), say=lines.append, settle=settle)
-    ab.compare_revisions(run, repo, "HEAD")
-    assert [c[0] for c in calls] == ["settle", "base", "head"]
-    assert any("ahead of round 1 failed (exit status 1: CUDA error)" in line for line in lines)
-
-
 def test_a_change_that_later_rounds_do_not_repeat_is_not_a_verdict(repo: Path) -> None:
     """One head process reads a test 20% slower (and another 20% faster), the next two agree with
     the base: neither stands."""

@@ -6,17 +6,13 @@ set -uo pipefail
 . docs/ab-check/setup.sh
 SUB='test_elu and (triton or cuda) and (64x64 or 1000x1001) and float32'
 t() {
-  local label=$1; shift
-  echo "$label: $(timeout 200 python -m pytest perf_tests/test_elementwise.py -k "$SUB" --gpuperf --gpuperf-no-compare -q "$@" \
+  echo "$1: $(timeout 200 python -m pytest perf_tests/test_elementwise.py -k "$SUB" --gpuperf --gpuperf-no-compare -q \
     -p no:randomly 2>&1 | grep -E '^ +(triton|cuda)-float32-(64x64|1000x1001) ' | awk '{print $1"="$2}' | tr '\n' ' ')"
 }
 cat docs/ab-check/footprint_conftest.py >> perf_tests/conftest.py
-FOOTPRINT_MIB=16384 t "16 GiB held, the machine's first process"
-FOOTPRINT_MIB=16384 t "16 GiB held, again"
 t "alone"
 FOOTPRINT_MIB=2048 t "2 GiB held"
-FOOTPRINT_MIB=16384 t "16 GiB held, a third time"
-FOOTPRINT_MIB=16384 t "16 GiB held, warm cache mode" --gpuperf-cache warm
+FOOTPRINT_MIB=16384 t "16 GiB held"
 FOOTPRINT_MIB=16384 FOOTPRINT_FREE=1 t "16 GiB freed to the caching allocator"
 FOOTPRINT_MIB=16384 FOOTPRINT_FREE=2 t "16 GiB freed and the cache emptied"
 t "alone, again"

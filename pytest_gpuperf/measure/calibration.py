@@ -1,6 +1,5 @@
 """What the timer measures once per device and reuses: the L2-flush buffer, the spin rate, a sample
-frame's cost, the flush's own time, the graph node gap (node_gap.py), and whether the process's
-footprint is settled (footprint.py).
+frame's cost, the flush's own time, and the graph node gap (node_gap.py).
 
 One `Calibration` holds it all. `measure()` takes one; without one it uses the process's default,
 which the pytest session also passes, so that direct `measure()` calls in a test (the self-checks)
@@ -12,7 +11,7 @@ import contextlib
 import gc
 from typing import Any, Iterator
 
-from . import footprint, node_gap
+from . import node_gap
 from .node_gap import NodeGap
 
 #: Cycles of the clock-raising spin ahead of the spin-rate readings, and of each reading.
@@ -30,14 +29,6 @@ class Calibration:
         self.spin_rates: dict[int, float] = {}
         self.frames: dict[tuple[int, bool], tuple[float, float]] = {}  # (GPU ms, host ms) of a frame
         self.flush_ms: dict[int, float] = {}
-        self.settled: set[int] = set()
-
-    def settle(self, torch: Any, index: int) -> None:
-        """Before the first measurement on device `index` in this process: map and free a large
-        footprint, so graph-timed calls read as in a large process (footprint.settle)."""
-        if index not in self.settled:
-            self.settled.add(index)
-            footprint.settle(torch, index)
 
     def node_gap(self, index: int) -> NodeGap:
         """The gap a graph node leaves after a call (cached per process and on disk by node_gap.py)."""

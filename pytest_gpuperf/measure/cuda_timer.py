@@ -351,7 +351,6 @@ class CudaTimer:
         return self.config.cache == CacheMode.COLD.value and footprint <= self.cal.l2_bytes(self.torch, self.index)
 
     def run(self) -> Measurement:
-        self.cal.settle(self.torch, self.index)
         # Before the warm-up: the first lookup in a process may measure the gap in a child process.
         gap_ms = self.cal.node_gap(self.index).for_cache(self.config.cache)
         call_host_ms = self._warmup()
