@@ -65,9 +65,13 @@ class GpuPerf:
             if message:  # the controller refuses first (workers.refuse_gpu_sharing); a worker's own
                 raise pytest.UsageError(message)  # view counts where its GPUs differ
             index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
+        if index is not None and index >= count:
+            raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
+        if not self.config.option.collectonly:
+            # Before this process makes a CUDA context: a process with one while the gap's child
+            # measures reads graph-timed calls apart from all others (docs/measurement.md).
+            node_gap.lookup(0 if index is None else index)
         if index is not None:
-            if index >= count:
-                raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
             torch.cuda.set_device(index)
 
     def stale_entries(self) -> list[str]:
