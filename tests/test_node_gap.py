@@ -139,3 +139,26 @@ def test_the_session_header_measures_the_gap_only_when_tests_will_be_timed(cache
         assert started == [] and "not measured yet" in line
     else:
         assert started == [0] and "0.30 µs cold" in line
+
+
+@pytest.mark.parametrize("collect_only", [True, False])
+def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, children, monkeypatch,
+                                                                    collect_only) -> None:
+    """A process whose CUDA context exists while the child measures reads every graph-timed call
+    apart (docs/measurement.md); torch makes the context when the device is selected."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from pytest_gpuperf.plugin import session
+
+    started, answers = children
+    answers.append(NodeGap(0.0003, 0.00014, 0.83, "2026-11-24 10:00"))
+    order: list[str] = []
+    monkeypatch.setattr(session, "has_cuda", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: order.append(f"set_device {index} after {started}"))
+    perf = SimpleNamespace(settings=SimpleNamespace(device_index=1), is_worker=False,
+                           config=SimpleNamespace(option=SimpleNamespace(collectonly=collect_only)))
+    session.GpuPerf._select_device(perf)
+    assert order == [f"set_device 1 after {[] if collect_only else [1]}"]
