@@ -144,8 +144,8 @@ def test_the_session_header_measures_the_gap_only_when_tests_will_be_timed(cache
 @pytest.mark.parametrize("collect_only", [True, False])
 def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, children, monkeypatch,
                                                                     collect_only) -> None:
-    """A process whose CUDA context exists while the child measures reads every graph-timed call
-    apart (docs/measurement.md); torch makes the context when the device is selected."""
+    """A process that started the child after selecting its device read every graph-timed call
+    apart from all others (docs/measurement.md)."""
     from types import SimpleNamespace
 
     import torch

@@ -68,8 +68,8 @@ class GpuPerf:
         if index is not None and index >= count:
             raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
         if not self.config.option.collectonly:
-            # Before this process makes a CUDA context: a process with one while the gap's child
-            # measures reads graph-timed calls apart from all others (docs/measurement.md).
+            # First: a process that started the gap's child after selecting and describing the device
+            # read every graph-timed call ~0.35 µs apart from all others (docs/measurement.md).
             node_gap.lookup(0 if index is None else index)
         if index is not None:
             torch.cuda.set_device(index)
