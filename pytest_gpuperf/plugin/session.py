@@ -54,6 +54,8 @@ class GpuPerf:
             self.baseline = self._load_baseline()
 
     def _select_device(self) -> None:
+        """Make the device of this process (--gpuperf-device, an xdist worker's own) current, after
+        looking up its graph node gap."""
         if not has_cuda():
             return
         import torch
@@ -70,7 +72,7 @@ class GpuPerf:
         if not self.config.option.collectonly:
             # First: a process that started the gap's child after selecting and describing the device
             # read every graph-timed call ~0.35 µs apart from all others (docs/measurement.md).
-            node_gap.lookup(0 if index is None else index)
+            node_gap.lookup(torch.cuda.current_device() if index is None else index)
         if index is not None:
             torch.cuda.set_device(index)
 
