@@ -5,8 +5,9 @@ The frame's cost is calibrated against a spin's time per call in a graph, which 
 every sample reads it once on top of its calls; the timer subtracts it once per sample. (Real
 kernels replayed back to back in a graph leave no such gap: their time per call is CUPTI's duration,
 docs/measurement.md.) CUPTI stays attached once used, so a child process measures it
-(node_gap_probe.py); the result is cached in a JSON file per GPU (by UUID), driver, torch and timing
-version. `GPUPERF_NODE_GAP=0` turns the subtraction off.
+(node_gap_probe.py), before the session selects the device (plugin.session); the result is cached in
+a JSON file per GPU (by UUID), driver, torch and timing version. `GPUPERF_NODE_GAP=0` turns the
+subtraction off.
 """
 from __future__ import annotations
 
