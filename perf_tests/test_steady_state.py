@@ -22,6 +22,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pytest_gpuperf.measure.device import read_clocks
 from pytest_gpuperf.measure.profile import UNAFFECTED_FROM_MS, calls_of, op_names, profiled_ops
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
@@ -57,16 +58,17 @@ CASES = [pytest.param(op, d, s, id=f"{op}-{d}-{s}") for d in DTYPES for op in ("
 @pytest.fixture(scope="module")
 def unprofiled() -> dict:
     """Every case's callable, harness measurement and do_bench median (µs), all taken before the first
-    profiling session: CUPTI stays attached to the process and doubles each launch's host cost."""
+    profiling session: CUPTI stays attached to the process and doubles each launch's host cost. Every
+    case's tensors exist before the first measurement, so the harness times each call with the same
+    process footprint as the profiler does (the footprint moves graph-timed calls, docs/measurement.md)."""
     from triton.testing import do_bench
 
+    built = {param.id: _op(param.values[0], DTYPES[param.values[1]], SIZES[param.values[2]]) for param in CASES}
     out = {}
-    for param in CASES:
-        op, dname, size = param.values
-        fn, inputs = _op(op, DTYPES[dname], SIZES[size])
+    for case_id, (fn, inputs) in built.items():
         m = measure(fn, TimingConfig(), inputs=inputs)
         m.value = None
-        out[param.id] = (fn, inputs, m, do_bench(fn, return_mode="median") * 1e3)
+        out[case_id] = (fn, inputs, m, do_bench(fn, return_mode="median") * 1e3)
     return out
 
 
@@ -80,9 +82,9 @@ def _per_call_us(ops: list, names: list[str], calls: int) -> tuple[float, float]
             statistics.median(b - a for a, b in zip(starts, starts[1:])))
 
 
-def _profiled(fn) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(b2b, graph): CUPTI µs per call of eager calls back to back, and of calls replayed in a graph,
-    each as (duration, start-to-start interval)."""
+def _profiled(fn) -> tuple[tuple[float, float], tuple[float, float], int | None]:
+    """(b2b, graph, clock): CUPTI µs per call of eager calls back to back, and of calls replayed in a
+    graph, each as (duration, start-to-start interval); the SM clock (MHz) as the b2b calls end."""
     names = op_names(fn)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -98,16 +100,24 @@ def _profiled(fn) -> tuple[tuple[float, float], tuple[float, float]]:
         for _ in range(20):
             fn()
         torch.cuda.synchronize()
-    b2b = _per_call_us(profiled_ops(fn, B2B_CALLS), names, B2B_CALLS)
+    left, clock = iter(range(B2B_CALLS - 1, -1, -1)), []
+
+    def call() -> None:  # the clock is read as the last call is queued, while the device still runs
+        if next(left) == 0:
+            clock.append(read_clocks(torch.cuda.current_device()).sm_clock_mhz)
+        fn()
+
+    b2b = _per_call_us(profiled_ops(call, B2B_CALLS), names, B2B_CALLS)
     graph.replay()
     torch.cuda.synchronize()
-    return b2b, _per_call_us(profiled_ops(graph.replay, GRAPH_REPLAYS), names, GRAPH_CALLS * GRAPH_REPLAYS)
+    return (b2b, _per_call_us(profiled_ops(graph.replay, GRAPH_REPLAYS), names, GRAPH_CALLS * GRAPH_REPLAYS),
+            clock[0] if clock else None)
 
 
 @pytest.mark.parametrize("op, dname, size", CASES)
 def test_cold_median_agrees_with_the_profilers_steady_state(op, dname, size, unprofiled, request, capsys) -> None:
     fn, inputs, m, bench_us = unprofiled[request.node.callspec.id]
-    (b2b_us, b2b_step_us), (graph_us, graph_step_us) = _profiled(fn)
+    (b2b_us, b2b_step_us), (graph_us, graph_step_us), b2b_mhz = _profiled(fn)
     unprofiled_us = m.median_ms * 1e3
     if m.method == "events" and m.median_ms >= UNAFFECTED_FROM_MS:
         m = measure(fn, TimingConfig(), inputs=inputs, prefer="events")
@@ -121,6 +131,7 @@ def test_cold_median_agrees_with_the_profilers_steady_state(op, dname, size, unp
               f"  CUPTI graph {graph_us:9.3f} us ({ours_us / graph_us - 1:+.1%})  launch mode {graph_us / b2b_us - 1:+.1%}"
               f"  do_bench {bench_us:9.3f} us ({bench_us / b2b_us - 1:+.1%})"
               f"  start to start: b2b {b2b_step_us:9.3f} us "
-              f"({ours_us / b2b_step_us - 1:+.1%}), graph {graph_step_us:9.3f} us ({ours_us / graph_step_us - 1:+.1%})")
+              f"({ours_us / b2b_step_us - 1:+.1%}), graph {graph_step_us:9.3f} us ({ours_us / graph_step_us - 1:+.1%})"
+              f"  SM clock: gpuperf {m.sm_clock_mhz} MHz, b2b {b2b_mhz} MHz")
     allowed_us = max(RELATIVE * truth_us, ABSOLUTE_US)
     assert abs(ours_us - truth_us) <= allowed_us, f"{ours_us:.3f} us vs CUPTI {truth_us:.3f} us ({m.method})"
