@@ -17,6 +17,8 @@ CALLS, REPS, SPIN_CYCLES = 50, 60, 2_000_000
 MIB = int(os.environ.get("FOOTPRINT_MIB", "0"))
 AFTER = os.environ.get("FOOTPRINT_AFTER") == "1"
 held = None
+if os.environ.get("SET_DEVICE") == "1":
+    torch.cuda.set_device(0)
 if MIB and not AFTER:
     held = torch.ones(MIB << 20, dtype=torch.uint8, device="cuda")
 
@@ -28,10 +30,14 @@ def case(name):
         y = torch.empty(n, device="cuda")
         return (lambda: y.fill_(1.0)), y
     x = torch.randn(n, device="cuda")
+    if op == "two":  # two kernels per call
+        return (lambda: x.add(1.0).mul_(2.0)), x
+    if op == "four":  # four kernels per call
+        return (lambda: x.add(1.0).mul_(2.0).sub_(3.0).div_(4.0)), x
     return (lambda: F.gelu(x)), x
 
 
-names = ["fill-4K", "gelu-4K", "fill-1M", "gelu-1M", "gelu-16M"]
+names = ["fill-4K", "gelu-4K", "two-4K", "four-4K", "fill-1M", "gelu-1M", "four-1M", "gelu-16M"]
 cases = {n: case(n) for n in names}
 flush_buf = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 graphs = {}
