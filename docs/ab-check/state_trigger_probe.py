@@ -2,7 +2,8 @@
 durations (the steady-state self-check's process) rather than ~0.3 µs per kernel above them? PREP
 names what runs before the measurements (comma-separated): big (the self-check's 256M-element fp32
 and bf16 tensors, ~4.5 GiB, by randn and empty), ones16 (16 GiB by torch.ones), triton (import
-triton.testing), dobench (do_bench of a small fill), measure (a harness measurement of a row sum)."""
+triton.testing), dobench (do_bench of a small fill), stream (what follows runs on a stream of its own, not
+the legacy default stream), measure (a harness measurement of a row sum)."""
 import os
 import statistics
 
@@ -28,6 +29,8 @@ for step in PREP:
         from triton.testing import do_bench
         z = torch.empty(4096, device="cuda")
         do_bench(lambda: z.fill_(1.0))
+    elif step == "stream":  # the rest runs on a stream of its own, as tests under --gpuperf do
+        torch.cuda.set_stream(torch.cuda.Stream())
     elif step == "measure":
         s = torch.randn(1 << 12, device="cuda")
         measure(lambda: s.view(-1, 1024).sum(dim=1), TimingConfig(), inputs=s)
