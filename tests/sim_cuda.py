@@ -22,8 +22,11 @@ before the next one queued eagerly behind it (`gap_ms`) and the shorter one afte
 adds ~3 µs to a kernel's duration, an eager kernel behind another starts ~1 µs after it, and a
 graph node 0.16-0.45 µs after a `torch.cuda._sleep` spin but none after a real kernel.
 
-Not modelled: a bounded launch queue (the host never blocks), capture of side-stream work, stream
-objects (one stream).
+Streams are modelled only as far as which one is current: the legacy default stream, where each
+kernel (and each node of a graph replayed) can cost `legacy_kernel_ms` more, as ~0.33 µs on an H200,
+or another; all share one queue.
+
+Not modelled: a bounded launch queue (the host never blocks), capture of side-stream work.
 """
 from __future__ import annotations
 
@@ -95,6 +98,7 @@ class SimDevice:
         self.gap_ms = 0.0  # extra GPU time of a kernel queued eagerly behind another kernel
         self.graph_gap_ms = 0.0  # the same after a node of a graph
         self.spin_graph_gap_ms = 0.0  # ... after a spin's node
+        self.legacy_kernel_ms = 0.0  # extra GPU time of a kernel launched from the legacy default stream
         self._behind_event = False
         self.idle_event_ms = 0.0  # how late an event recorded on a drained queue is stamped
         # SM clock as a fraction of boost until `idle_cycles` spin cycles have run (a GPU waking up)
@@ -120,7 +124,11 @@ class SimDevice:
         if self.capturing is not None:
             self.capturing.append((ms, self.graph_gap_ms if node_gap_ms is None else node_gap_ms))
             return
-        self.free_at = max(self.free_at, self.now_ms()) + self._lead_ms() + ms
+        self.free_at = max(self.free_at, self.now_ms()) + self._lead_ms() + ms + self._legacy_ms(1)
+
+    def _legacy_ms(self, kernels: int) -> float:
+        """What `kernels` kernels launched from the current stream cost more than from another."""
+        return kernels * self.legacy_kernel_ms if self.streams[-1] is self.legacy else 0.0
 
     def _lead_ms(self) -> float:
         """What the next kernel pays before it starts: the latency behind an event, else the gap."""
@@ -180,7 +188,8 @@ class SimDevice:
                 self.nodes: list[tuple[float, float]] = []  # (GPU ms, gap after it)
 
             def replay(self) -> None:  # the nodes run back to back: a gap after each but the last
-                dev.launch(sum(ms + gap for ms, gap in self.nodes) - (self.nodes[-1][1] if self.nodes else 0.0))
+                dev.launch(sum(ms + gap for ms, gap in self.nodes) - (self.nodes[-1][1] if self.nodes else 0.0)
+                           + dev._legacy_ms(len(self.nodes) - 1))  # launch() charges one kernel
 
         @contextlib.contextmanager
         def graph(g: CUDAGraph, stream=None):
@@ -191,8 +200,26 @@ class SimDevice:
                 dev.capturing = None
 
         class Stream:
-            def wait_stream(self, other: "Stream") -> None:
+            def __init__(self, device=None) -> None:
                 pass
+
+            def wait_stream(self, other: "Stream") -> None:
+                dev.waits.append((self, other))
+
+        @contextlib.contextmanager
+        def stream(s: Stream):
+            dev.streams.append(s)
+            try:
+                yield
+            finally:
+                dev.streams.pop()
+
+        def set_stream(s: Stream) -> None:
+            dev.streams[-1] = s
+
+        dev.legacy = Stream()
+        dev.streams = [dev.legacy]  # the current stream is the last
+        dev.waits = []  # (stream, the stream it waited for)
 
         class Tensor:
             def __init__(self, nbytes: int) -> None:
@@ -209,8 +236,8 @@ class SimDevice:
 
         cuda = SimpleNamespace(
             Event=Event, CUDAGraph=CUDAGraph, graph=graph, Stream=Stream,
-            current_stream=lambda: Stream(), stream=lambda s: contextlib.nullcontext(), set_stream=lambda s: None,
-            default_stream=lambda: Stream(),
+            current_stream=lambda: dev.streams[-1], stream=stream, set_stream=set_stream,
+            default_stream=lambda: dev.legacy,
             synchronize=self.synchronize, current_device=lambda: 0,
             _sleep=self.spin,
             get_device_properties=lambda i: SimpleNamespace(L2_cache_size=self.l2_bytes),

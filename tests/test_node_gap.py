@@ -145,7 +145,8 @@ def test_the_session_header_measures_the_gap_only_when_tests_will_be_timed(cache
 def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, children, monkeypatch,
                                                                     collect_only) -> None:
     """A process that started the child after selecting its device read every graph-timed call
-    apart from all others (docs/measurement.md)."""
+    apart from all others; the tests' stream is made right after the device is selected, before
+    anything allocates (docs/measurement.md). --collect-only measures and makes neither."""
     from types import SimpleNamespace
 
     import torch
@@ -158,7 +159,9 @@ def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, ch
     monkeypatch.setattr(session, "has_cuda", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: order.append(f"set_device {index} after {started}"))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     perf = SimpleNamespace(settings=SimpleNamespace(device_index=1), is_worker=False,
-                           config=SimpleNamespace(option=SimpleNamespace(collectonly=collect_only)))
+                           config=SimpleNamespace(option=SimpleNamespace(collectonly=collect_only)),
+                           calibration=SimpleNamespace(stream=lambda _torch, index: order.append(f"stream {index}")))
     session.GpuPerf._select_device(perf)
-    assert order == [f"set_device 1 after {[] if collect_only else [1]}"]
+    assert order == (["set_device 1 after []"] if collect_only else ["set_device 1 after [1]", "stream 1"])

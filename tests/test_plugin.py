@@ -379,7 +379,8 @@ def test_numpy_cost_numbers_reach_the_xdist_controller(pytester: pytest.Pytester
 
 def test_under_gpuperf_each_whole_test_runs_on_one_stream_of_the_sessions(monkeypatch) -> None:
     """Setup, body and teardown (pytest_runtest_protocol, not just the call) run on one stream, the
-    same for every test, so autograd never meets a leaf made on another stream (a fake torch here)."""
+    same for every test and the timer's, so autograd never meets a leaf made on another stream (a
+    fake torch here)."""
     import contextlib
     import sys
     from types import SimpleNamespace
@@ -404,10 +405,13 @@ def test_under_gpuperf_each_whole_test_runs_on_one_stream_of_the_sessions(monkey
         finally:
             state["current"] = before
 
-    fake = SimpleNamespace(cuda=SimpleNamespace(current_stream=lambda: state["current"], Stream=Stream, stream=use))
+    from pytest_gpuperf.measure.calibration import Calibration
+
+    fake = SimpleNamespace(cuda=SimpleNamespace(current_stream=lambda: state["current"], Stream=Stream, stream=use,
+                                                current_device=lambda: 0))
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.setattr(session, "has_cuda", lambda: True)
-    perf = SimpleNamespace(settings=SimpleNamespace(enabled=True), _test_streams={})
+    perf = SimpleNamespace(settings=SimpleNamespace(enabled=True), calibration=Calibration())
     seen = []
     for _ in range(2):
         protocol = session.GpuPerf.pytest_runtest_protocol(perf, SimpleNamespace(), None)
@@ -418,3 +422,4 @@ def test_under_gpuperf_each_whole_test_runs_on_one_stream_of_the_sessions(monkey
         assert state["current"] is default
     assert seen[0] is seen[1] is not default
     assert seen[0].waited == [default, default] and default.waited == [seen[0], seen[0]]
+    assert perf.calibration.streams == {0: seen[0]}  # the timer's own: measure() in a test stays on it

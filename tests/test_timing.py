@@ -1,6 +1,8 @@
 """measure/ (timer, CUDA timer, stats) on the CPU: statistics, the stop rule and the host-clock path (CUDA paths run in perf_tests/test_harness.py)."""
 from __future__ import annotations
 
+import contextlib
+
 import math
 import random
 import statistics
@@ -164,6 +166,32 @@ def test_sim_the_node_gap_of_the_cache_mode_is_subtracted_once_per_sample(sim, m
     assert events.median_ms == pytest.approx(0.25, abs=0.005)  # 0.27 with the gap in, 0.23 with the wrong one
     assert graph.median_ms == pytest.approx(0.25, abs=0.005)
     assert events.node_gap_ms == graph.node_gap_ms == 0.02
+
+
+@pytest.mark.parametrize("caller", ["legacy", "own"])
+def test_sim_a_caller_on_the_legacy_stream_is_timed_on_a_stream_of_the_timers(sim, caller) -> None:
+    """Kernels launched from the legacy default stream cost more each (~0.33 µs on an H200, scaled
+    10x here): a caller there is timed on the calibration's stream, which first waits for the
+    caller's work and which the caller then waits for; a caller on a stream of its own is timed on it."""
+    from pytest_gpuperf.measure import calibration
+
+    sim.legacy_kernel_ms = 0.0033
+    side = sim.torch.cuda.Stream()
+    with contextlib.ExitStack() as stack:
+        if caller == "own":
+            stack.enter_context(sim.torch.cuda.stream(side))
+        streams_before = list(sim.streams)
+        graph = _run(sim, sim.kernel(0.01, host_ms=0.05))
+        events = _run(sim, sim.kernel(0.25, host_ms=0.01))
+        assert sim.streams == streams_before
+    assert (graph.method, events.method) == ("graph", "events")
+    assert graph.median_ms == pytest.approx(0.01, rel=0.02)  # 0.0133 timed from the legacy stream
+    assert events.median_ms == pytest.approx(0.25, rel=0.002)
+    timers = calibration.default().streams
+    if caller == "legacy":
+        assert sim.waits[0] == (timers[0], sim.legacy) and sim.waits[-1] == (sim.legacy, timers[0])
+    else:
+        assert not timers and all(waiter is side for waiter, _ in sim.waits)
 
 
 def test_sim_events_samples_keep_the_device_busy_when_the_event_pair_is_slow_to_queue(sim) -> None:

@@ -1,5 +1,5 @@
-"""What the timer measures once per device and reuses: the L2-flush buffer, the spin rate, a sample
-frame's cost, the flush's own time, and the graph node gap (node_gap.py).
+"""What the timer measures or makes once per device and reuses: the L2-flush buffer, the spin rate, a
+sample frame's cost, the flush's own time, the graph node gap (node_gap.py) and a stream.
 
 One `Calibration` holds it all. `measure()` takes one; without one it uses the process's default,
 which the pytest session also passes, so that direct `measure()` calls in a test (the self-checks)
@@ -29,6 +29,14 @@ class Calibration:
         self.spin_rates: dict[int, float] = {}
         self.frames: dict[tuple[int, bool], tuple[float, float]] = {}  # (GPU ms, host ms) of a frame
         self.flush_ms: dict[int, float] = {}
+        self.streams: dict[int, Any] = {}
+
+    def stream(self, torch: Any, index: int) -> Any:
+        """A stream of the timer's own on device `index`, for callers on the legacy default stream
+        (cuda_timer.CudaTimer.run); made once, as a pytest session makes its test stream early."""
+        if index not in self.streams:
+            self.streams[index] = torch.cuda.Stream(index)
+        return self.streams[index]
 
     def node_gap(self, index: int) -> NodeGap:
         """The gap a graph node leaves after a call (cached per process and on disk by node_gap.py)."""

@@ -47,7 +47,6 @@ class GpuPerf:
         self.baseline: baseline_mod.Baseline | None = None
         # The process's default calibration, so direct measure() calls in tests share it.
         self.calibration = calibration.default()
-        self._test_streams: dict[Any, Any] = {}  # device -> the stream tests run on (see pytest_runtest_protocol)
         if settings.enabled:
             self._select_device()
             self.device = describe()
@@ -69,12 +68,17 @@ class GpuPerf:
             index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
         if index is not None and index >= count:
             raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
-        if not self.config.option.collectonly:
+        timing = not self.config.option.collectonly
+        if timing:
             # First: a process that started the gap's child after selecting and describing the device
             # read every graph-timed call ~0.35 µs apart from all others (docs/measurement.md).
             node_gap.lookup(torch.cuda.current_device() if index is None else index)
         if index is not None:
             torch.cuda.set_device(index)
+        if timing:
+            # The tests' stream, made before anything allocates: one made after a 16 GiB allocation
+            # on the legacy stream replayed kernels ~0.33 µs slower each (docs/measurement.md).
+            self.calibration.stream(torch, torch.cuda.current_device())
 
     def stale_entries(self) -> list[str]:
         """Baseline entries timed with a version whose reading of their method this gpuperf's has
@@ -207,9 +211,7 @@ class GpuPerf:
             yield
             return
         default = torch.cuda.current_stream()
-        if default.device not in self._test_streams:
-            self._test_streams[default.device] = torch.cuda.Stream(default.device)
-        stream = self._test_streams[default.device]
+        stream = self.calibration.stream(torch, torch.cuda.current_device())
         stream.wait_stream(default)  # work queued outside tests, such as tensors made at import
         with torch.cuda.stream(stream):
             yield
