@@ -14,6 +14,7 @@ steady() {
   grep -E "^E  +AssertionError" "$OUT/$1.log" | head -8
 }
 steady own
+[ "${FOOTPRINTS:-1}" = 0 ] && exit 0
 cp perf_tests/conftest.py /tmp/conftest.py && cat docs/ab-check/footprint_conftest.py >> perf_tests/conftest.py
 FOOTPRINT_MIB=16384 FOOTPRINT_AT=collection steady footprint-collection
 FOOTPRINT_MIB=16384 steady footprint-import
