@@ -29,9 +29,6 @@ CACHE_DIR_ENV = "GPUPERF_CACHE_DIR"
 CHILD_TIMEOUT_S = 180.0
 #: The module a child runs (`python -m`) to measure the gap.
 PROBE_MODULE = "pytest_gpuperf.measure.node_gap_probe"
-#: Part of the cache key: a gap the probe measured differently is measured again (2: its samples no
-#: longer run on the legacy default stream, cuda_timer.CudaTimer.run).
-PROBE_REVISION = 2
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,7 @@ def _key(index: int) -> str:
     props = torch.cuda.get_device_properties(index)
     sw = software_versions()
     return (f"{props.name}|{getattr(props, 'uuid', '')}|driver {sw.get('driver')}|torch {sw.get('torch')}"
-            f"|timing {TIMING_VERSION}|probe {PROBE_REVISION}")
+            f"|timing {TIMING_VERSION}")
 
 
 def _off() -> NodeGap | None:
