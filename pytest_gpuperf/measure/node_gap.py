@@ -1,5 +1,6 @@
-"""The gap a GPU leaves after the frame calibration's spin kernel in a graph, measured once per GPU
-with CUPTI.
+"""The gap a GPU leaves after the frame calibration's spin kernel in a graph replayed from the legacy
+default stream, measured once per GPU with CUPTI (from a stream of its own the gap is 0, but events
+samples then read 0.55-0.75 µs above CUPTI on an H100: docs/measurement.md).
 
 The frame's cost is calibrated against a spin's time per call in a graph, which holds that gap, so
 every sample reads it once on top of its calls; the timer subtracts it once per sample. (Real
