@@ -4,7 +4,8 @@ Run on a GPU with `pytest perf_tests/test_steady_state.py -m selfcheck --gpuperf
 op (a row sum), a write-only op (fill) and an elementwise op (GeLU), in fp32 and bf16, from 4K to
 256M elements, each case prints the harness's median, CUPTI's median time per call of 200 eager
 calls back to back after 0.5 s of warm calls (`b2b`), CUPTI's time per call of the same calls
-replayed in a CUDA graph (`graph`: the launch mode's share of a difference) and do_bench's median.
+replayed in a CUDA graph (`graph`: the launch mode's share of a difference) and do_bench's median,
+and the SM clock of the harness's samples and of the profiled loop.
 
 The assertion compares the harness with CUPTI in the launch mode it timed the call in (a graph for
 calls under 20 µs, eager calls for longer ones): within 2% or 0.1 µs, whichever is larger (CUPTI's

@@ -32,8 +32,8 @@ class Calibration:
         self.streams: dict[int, Any] = {}
 
     def stream(self, torch: Any, index: int) -> Any:
-        """A stream of the timer's own on device `index`, for callers on the legacy default stream
-        (cuda_timer.CudaTimer.run); made once, as a pytest session makes its test stream early."""
+        """The timer's own stream on device `index`: a pytest session runs its tests on it, and
+        measure() samples on it where its caller is on the legacy default stream (cuda_timer)."""
         if index not in self.streams:
             self.streams[index] = torch.cuda.Stream(index)
         return self.streams[index]

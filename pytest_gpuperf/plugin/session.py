@@ -76,8 +76,7 @@ class GpuPerf:
         if index is not None:
             torch.cuda.set_device(index)
         if timing:
-            # The tests' stream, made before anything allocates: one made after a 16 GiB allocation
-            # on the legacy stream replayed kernels ~0.33 µs slower each (docs/measurement.md).
+            # The tests' stream, which is the timer's own: measure() calls in tests stay on it.
             self.calibration.stream(torch, torch.cuda.current_device())
 
     def stale_entries(self) -> list[str]:
