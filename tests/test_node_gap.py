@@ -145,8 +145,8 @@ def test_the_session_header_measures_the_gap_only_when_tests_will_be_timed(cache
 def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, children, monkeypatch,
                                                                     collect_only) -> None:
     """A process that started the child after selecting its device read every graph-timed call
-    apart from all others; the tests' stream is made right after the device is selected, before
-    anything allocates (docs/measurement.md). --collect-only measures and makes neither."""
+    apart from all others (docs/measurement.md); the tests' stream, the timer's own, is made on the
+    selected device. --collect-only measures and makes neither."""
     from types import SimpleNamespace
 
     import torch
