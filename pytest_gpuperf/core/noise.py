@@ -16,6 +16,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .spread import MEDIAN_SE_FACTOR, mad_sigma
+
 #: Recordings a baseline entry keeps; older ones drop out, and their spread with them.
 HISTORY_WINDOW = 10
 
@@ -139,10 +141,6 @@ OFFSET_MIN_TESTS = 10
 OFFSET_MIN_ROUNDS = 3
 OFFSET_SIGNIFICANCE = 4.0
 OFFSET_MIN_MS = 0.00005
-#: The standard error of a median over n values is about this times their sd over sqrt(n).
-_MEDIAN_SE = 1.2533
-#: MAD to standard deviation, for normal data.
-_MAD_TO_SD = 1.4826
 
 
 def process_offsets(rounds: Sequence[dict[str, float]]) -> list[float]:
@@ -168,7 +166,6 @@ def process_offsets(rounds: Sequence[dict[str, float]]) -> list[float]:
             offsets.append(0.0)
             continue
         mid = statistics.median(residuals)
-        sd = _MAD_TO_SD * statistics.median(abs(x - mid) for x in residuals)
-        stderr = _MEDIAN_SE * sd / math.sqrt(len(residuals))
+        stderr = MEDIAN_SE_FACTOR * mad_sigma(residuals, mid) / math.sqrt(len(residuals))
         offsets.append(mid if abs(mid) > max(OFFSET_SIGNIFICANCE * stderr, OFFSET_MIN_MS) else 0.0)
     return offsets

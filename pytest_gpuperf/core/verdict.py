@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from . import noise
 from .noise import ACROSS_MACHINES, Prior
+from .spread import MEDIAN_SE_FACTOR
 from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent
 
 T = TypeVar("T")
@@ -37,8 +38,6 @@ T = TypeVar("T")
 # ---- tunables, guarded by the gate self-checks (perf_tests/test_gate_quality.py)
 #: z-score of the two-sided 95% interval, used when a record has no measured "ci_ms".
 Z = 1.96
-#: Relative standard error of the median of n normal samples is sqrt(pi/2) * sigma / sqrt(n).
-MEDIAN_SE_FACTOR = 1.2533
 #: Peak-memory changes smaller than this many bytes are never a verdict (allocator rounding, workspaces).
 MEMORY_ABS_FLOOR = 1 << 20
 #: The default slowdown that counts as a regression.
