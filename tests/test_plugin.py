@@ -377,10 +377,11 @@ def test_numpy_cost_numbers_reach_the_xdist_controller(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(["*2 measured: 2 new*"])
 
 
-def test_under_gpuperf_each_whole_test_runs_on_one_stream_of_the_sessions(monkeypatch) -> None:
-    """Setup, body and teardown (pytest_runtest_protocol, not just the call) run on one stream, the
-    same for every test and the timer's, so autograd never meets a leaf made on another stream (a
-    fake torch here)."""
+def test_under_gpuperf_collection_and_each_whole_test_run_on_one_stream_of_the_sessions(monkeypatch) -> None:
+    """Collection, and each test's setup, body and teardown (pytest_runtest_protocol, not just the
+    call), run on one stream, the same for every test and the timer's, so autograd never meets a leaf
+    made on another stream and no large kernel at collection runs on another stream (a fake torch
+    here)."""
     import contextlib
     import sys
     from types import SimpleNamespace
@@ -411,15 +412,23 @@ def test_under_gpuperf_each_whole_test_runs_on_one_stream_of_the_sessions(monkey
                                                 current_device=lambda: 0))
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.setattr(session, "has_cuda", lambda: True)
-    perf = SimpleNamespace(settings=SimpleNamespace(enabled=True), calibration=Calibration())
+    perf = SimpleNamespace(settings=SimpleNamespace(enabled=True), calibration=Calibration(),
+                           config=SimpleNamespace(option=SimpleNamespace(collectonly=False)))
+    perf._on_session_stream = lambda: session.GpuPerf._on_session_stream(perf)
     seen = []
-    for _ in range(2):
-        protocol = session.GpuPerf.pytest_runtest_protocol(perf, SimpleNamespace(), None)
-        next(protocol)
+    hooks = [lambda: session.GpuPerf.pytest_collection(perf, SimpleNamespace())] + [
+        lambda: session.GpuPerf.pytest_runtest_protocol(perf, SimpleNamespace(), None)] * 2
+    for hook in hooks:
+        wrapper = hook()
+        next(wrapper)
         seen.append(state["current"])
         with pytest.raises(StopIteration):
-            next(protocol)
+            next(wrapper)
         assert state["current"] is default
-    assert seen[0] is seen[1] is not default
-    assert seen[0].waited == [default, default] and default.waited == [seen[0], seen[0]]
+    assert seen[0] is seen[1] is seen[2] is not default  # collection too: its kernels share the tests' stream
+    assert seen[0].waited == [default] * 3 and default.waited == [seen[0]] * 3
     assert perf.calibration.streams == {0: seen[0]}  # the timer's own: measure() in a test stays on it
+    perf.config.option.collectonly = True  # --collect-only makes no stream and queues nothing
+    wrapper = session.GpuPerf.pytest_collection(perf, SimpleNamespace())
+    next(wrapper)
+    assert state["current"] is default
