@@ -8,6 +8,7 @@ import os
 import statistics
 import time
 
+import graph_nodes
 import torch
 
 from pytest_gpuperf.measure import calibration, cuda_timer
@@ -50,21 +51,8 @@ graphs = {name: (graph_of(fn, 50), graph_of(fn, 100)) for name, fn in (("fill", 
 
 
 def per_node_us(name):
-    g50, g100 = graphs[name]
-    diffs = []
     with torch.cuda.stream(side):
-        for _ in range(20):
-            ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-            torch.cuda._sleep(1_000_000)
-            ev[0].record()
-            g50.replay()
-            ev[1].record()
-            g100.replay()
-            ev[2].record()
-            torch.cuda.synchronize()
-            diffs.append((ev[1].elapsed_time(ev[2]) - ev[0].elapsed_time(ev[1])) / 50 * 1e3)
-    return statistics.median(diffs)
-
+        return graph_nodes.per_node_us(*graphs[name])
 
 for i in range(int(os.environ.get("ITERS", "30"))):
     t = time.perf_counter() - start

@@ -13,6 +13,7 @@ CUDAGraph.debug_dump shows in the four-kernel call's graph."""
 import os
 import statistics
 
+import graph_nodes
 import torch
 import torch.nn.functional as F
 
@@ -84,19 +85,8 @@ def per_node_us(stream) -> float:
             for _ in range(n):
                 torch.cuda._sleep(0)
         graphs.append(g)
-    diffs = []
     with torch.cuda.stream(stream):
-        for _ in range(30):
-            ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-            torch.cuda._sleep(1_000_000)
-            ev[0].record()
-            graphs[0].replay()
-            ev[1].record()
-            graphs[1].replay()
-            ev[2].record()
-            torch.cuda.synchronize()
-            diffs.append((ev[1].elapsed_time(ev[2]) - ev[0].elapsed_time(ev[1])) / 50 * 1e3)
-    return statistics.median(diffs)
+        return graph_nodes.per_node_us(*graphs, reps=30)
 
 
 legacy_node = per_node_us(torch.cuda.default_stream())

@@ -14,8 +14,8 @@ the other stream, a 10 ms spin; 20 L2 flushes; 1000 timed event pairs; a graph o
 captured and replayed on the timer's own stream (Calibration.stream) instead of a new one."""
 import contextlib
 import os
-import statistics
 
+import graph_nodes
 import torch
 
 VARIANT = os.environ.get("VARIANT", "ctx_wait")
@@ -103,23 +103,12 @@ def graph_of(fn, n):
 
 
 def per_node_us(fn):
-    g50, g100 = graph_of(fn, 50), graph_of(fn, 100)
-    diffs = []
+    graphs = graph_of(fn, 50), graph_of(fn, 100)
     order_before()
     with on_side():
-        for _ in range(20):
-            ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-            torch.cuda._sleep(1_000_000)
-            ev[0].record()
-            g50.replay()
-            ev[1].record()
-            g100.replay()
-            ev[2].record()
-            torch.cuda.synchronize()
-            diffs.append((ev[1].elapsed_time(ev[2]) - ev[0].elapsed_time(ev[1])) / 50 * 1e3)
+        us = graph_nodes.per_node_us(*graphs)
     order_after()
-    return statistics.median(diffs)
-
+    return us
 
 fill = per_node_us(lambda: y.fill_(1.0))
 empty = per_node_us(lambda: torch.cuda._sleep(0))
