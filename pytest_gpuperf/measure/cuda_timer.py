@@ -355,15 +355,10 @@ class CudaTimer:
         legacy default stream: kernels replayed from that stream read ~0.33 µs per kernel above
         CUPTI's durations on an H200, from a stream of their own within 0.07 µs (docs/measurement.md)."""
         torch = self.torch
-        caller = torch.cuda.current_stream()
-        if caller != torch.cuda.default_stream():
+        if torch.cuda.current_stream() != torch.cuda.default_stream():
             return self._run()
-        own = self.cal.stream(torch, self.index)
-        own.wait_stream(caller)
-        with torch.cuda.stream(own):
-            m = self._run()
-        caller.wait_stream(own)  # the caller's next work sees what the samples wrote
-        return m
+        with self.cal.on_stream(torch, self.index):  # the caller's next work sees what the samples wrote
+            return self._run()
 
     def _run(self) -> Measurement:
         # Before the warm-up: the first lookup in a process may measure the gap in a child process.

@@ -202,27 +202,22 @@ class GpuPerf:
 
     @contextlib.contextmanager
     def _on_session_stream(self) -> Iterator[None]:
-        """Under --gpuperf on CUDA, what runs inside runs on the session's stream (the timer's own),
-        ordered after and before the work queued outside it."""
+        """Under --gpuperf on CUDA (not --collect-only, which times nothing), what runs inside runs on
+        the session's stream (the timer's own), ordered after the work queued outside it, such as
+        tensors made at import, and before what follows."""
         torch = sys.modules.get("torch")
-        if not (self.settings.enabled and torch is not None and has_cuda()):
+        if not (self.settings.enabled and not self.config.option.collectonly and torch is not None
+                and has_cuda()):
             yield
             return
-        default = torch.cuda.current_stream()
-        stream = self.calibration.stream(torch, torch.cuda.current_device())
-        stream.wait_stream(default)  # work queued outside, such as tensors made at import
-        with torch.cuda.stream(stream):
+        with self.calibration.on_stream(torch, torch.cuda.current_device()):
             yield
-        default.wait_stream(stream)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_collection(self, session: pytest.Session):
         """Collection (test modules' imports, collection hooks such as the suite's Triton dry run)
         runs on the session's stream too: large kernels on another stream left every graph node the
         tests replayed ~0.2-0.35 µs longer, on an H100 (docs/measurement.md)."""
-        if self.config.option.collectonly:
-            yield
-            return
         with self._on_session_stream():
             yield
 
