@@ -249,6 +249,34 @@ def test_entries_timed_with_another_timing_version_are_named_in_a_warning(suite:
     assert "were timed with another" not in suite.runpytest("--gpuperf", "--gpuperf-no-compare", *FAST).stdout.str()
 
 
+def test_a_recording_measures_the_way_its_stored_entry_was_even_without_a_comparison(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recording timed another way than its entry would start the entry's history anew, so
+    `--gpuperf-save --gpuperf-no-compare` prefers the stored method as a comparing run does; a run
+    that neither compares nor saves does not."""
+    from pytest_gpuperf.plugin import fixtures
+
+    suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=2)
+    path = next((suite.path / "baselines").glob("*.yaml"))
+    stored = yaml.safe_load(path.read_text())
+    for entry in stored["entries"].values():
+        entry["method"] = "events"
+    preferred: list = []
+    real = fixtures.measure
+
+    def spy(*args, **kwargs):
+        preferred.append(kwargs.get("prefer"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fixtures, "measure", spy)
+    for options, expected in ((["--gpuperf-save", "--gpuperf-no-compare"], "events"), ([], "events"),
+                              (["--gpuperf-no-compare"], None)):
+        preferred.clear()
+        path.write_text(yaml.safe_dump(stored, sort_keys=False))  # the CPU's recording stores "cpu"
+        suite.runpytest("--gpuperf", "--gpuperf-threshold", "99%", *options, *FAST).assert_outcomes(passed=2)
+        assert preferred and set(preferred) == {expected}, options
+
+
 def test_save_merges_and_keeps_entries_not_run(suite: pytest.Pytester) -> None:
     suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=2)
     suite.runpytest("--gpuperf", "--gpuperf-save", "-k", "fast", *FAST).assert_outcomes(passed=1, deselected=1)

@@ -75,13 +75,14 @@ class GpuBenchmark:
                  flops: int | None) -> tuple[dict, Measurement]:
         perf, settings = self._perf, self._perf.settings
         threshold = self._threshold()
-        base = None
-        if settings.compare and perf.baseline is not None:
-            base = perf.baseline.entries.get(self._item.nodeid)
+        stored = perf.baseline.entries.get(self._item.nodeid) if perf.baseline is not None else None
+        base = stored if settings.compare else None
         totals = {"wall_s": 0.0, "measured_s": 0.0, "first_call_s": 0.0}  # all attempts: the test's cost
 
+        # The stored method is used again when comparing, and when recording even without a comparison:
+        # a recording timed another way would start the entry's history anew.
         planned = settings.plan.methods.get(self._item.nodeid) if settings.plan else None
-        prefer = planned or (base or {}).get("method")
+        prefer = planned or ((stored or {}).get("method") if settings.compare or settings.save else None)
 
         first_medians: list[float] = []
 
