@@ -396,6 +396,10 @@ def test_version_note_says_what_changed_since_an_entrys_timing_version() -> None
     assert "upgrade pytest-gpuperf" in version_note({"timing": TIMING_VERSION + 1, "method": "graph"})
     assert "unknown timing version" in version_note({"timing": "fast"})
     assert version_note({"timing": 1, "method": "cpu"}) is None  # host clocks: no version changed them
+    # version 7 (collection on the session's stream) moved graph-timed results only
+    assert "collection runs on the session's stream" in version_note({"timing": 6, "method": "graph"})
+    assert version_note({"timing": 6, "method": "events"}) is None
+    assert version_note({"timing": 6, "method": "queued"}) is None
 
 
 def test_a_timing_version_changes_only_the_methods_it_names(monkeypatch) -> None:

@@ -217,7 +217,8 @@ class GpuPerf:
     def pytest_collection(self, session: pytest.Session):
         """Collection (test modules' imports, collection hooks such as the suite's Triton dry run)
         runs on the session's stream too: large kernels on another stream left every graph node the
-        tests replayed ~0.2-0.35 µs longer, on an H100 (docs/measurement.md)."""
+        tests replayed ~0.17 µs longer, and a call of one kernel read ~0.35 µs high, on an H100
+        (docs/measurement.md)."""
         with self._on_session_stream():
             yield
 
