@@ -41,13 +41,16 @@ class Calibration:
     @contextlib.contextmanager
     def on_stream(self, torch: Any, index: int) -> Iterator[Any]:
         """Inside, the timer's own stream on device `index` is current, ordered after the work the
-        caller's stream had queued; the caller's next work is ordered after what ran inside."""
+        caller's stream had queued; the caller's next work is ordered after what ran inside, also
+        when it raised."""
         caller = torch.cuda.current_stream()
         own = self.stream(torch, index)
         own.wait_stream(caller)
-        with torch.cuda.stream(own):
-            yield own
-        caller.wait_stream(own)
+        try:
+            with torch.cuda.stream(own):
+                yield own
+        finally:
+            caller.wait_stream(own)
 
     def node_gap(self, index: int) -> NodeGap:
         """The gap a graph node leaves after a call (cached per process and on disk by node_gap.py)."""
