@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# One device command: the steady-state self-check (its own process: CUPTI stays attached once used),
-# the whole suite with its results JSON (for `gpuperf merge`), then the harness self-checks.
+# One device command: the loop-length probe and the steady-state self-check (each in its own process:
+# CUPTI stays attached once used), the whole suite with its results JSON (for `gpuperf merge`), then
+# the harness self-checks.
 set -uo pipefail
 . docs/ab-check/setup.sh
+[ "${PROBE:-1}" = 1 ] && timeout 90 python docs/ab-check/loop_length_probe.py > "$OUT/loop.log" 2>&1; cat "$OUT/loop.log" 2>/dev/null | tail -8
 timeout 200 python -m pytest perf_tests/test_steady_state.py -m selfcheck --gpuperf -s -q -p no:randomly > "$OUT/steady.log" 2>&1
 echo "steady rc=$? $(( $(date +%s) - S )) s"; grep -E "steady-state|passed|failed" "$OUT/steady.log" | tail -40
 S2=$(date +%s)
