@@ -41,8 +41,8 @@ ROW = 1024
 B2B_CALLS, WARM_S = 200, 0.5
 #: Calls in the profiled graph, and its replays.
 GRAPH_CALLS, GRAPH_REPLAYS = 50, 4
-#: Spin (device cycles, ~5 ms) while the host queues an unwatched loop (~20 µs a launch with CUPTI attached).
-QUEUE_SPIN_CYCLES = 10_000_000
+#: Spin (device cycles, ~10 ms) while the host queues an unwatched loop (up to ~20 µs a launch with CUPTI attached).
+QUEUE_SPIN_CYCLES = 20_000_000
 #: Agreement promised: relative, or absolute where that is larger.
 RELATIVE, ABSOLUTE_US = 0.02, 0.1
 
