@@ -371,6 +371,23 @@ def test_combine_keeps_each_recordings_median_in_the_history_and_moves_to_their_
     assert out["t::y"]["history"] == [1.0] and out["t::z"]["median_ms"] == 2.0
 
 
+def test_combine_and_save_keep_the_largest_peak_memory_of_the_recordings_they_combine(tmp_path):
+    """One call's peak differs between processes of unchanged code (12 MiB of 207 on an H100): the
+    entry keeps the largest a recording saw, so the next run's larger one fails no gate."""
+    low, high = 195 << 20, 207 << 20
+    a = {"t::x": result("t::x", 1.0, peak_memory_bytes=high)}
+    b = {"t::x": result("t::x", 1.01, peak_memory_bytes=low)}
+    out, _ = bl.combine([("a.yaml", a), ("b.json", b)])
+    assert out["t::x"]["peak_memory_bytes"] == high
+    changed = {"t::x": result("t::x", 2.5, peak_memory_bytes=low)}  # past the drift cap: a new entry
+    out, _ = bl.combine([("a.yaml", a), ("c.json", changed)])
+    assert out["t::x"]["peak_memory_bytes"] == low
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(a["t::x"])})
+    bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(b["t::x"])})
+    assert bl.load(path, DEVICE["key"]).entries["t::x"]["peak_memory_bytes"] == high
+
+
 def test_combine_extends_a_stored_history_and_keeps_the_window():
     from pytest_gpuperf.core.noise import HISTORY_WINDOW
 

@@ -142,11 +142,24 @@ def _how(entry: dict) -> tuple[str, str]:
     return str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown")
 
 
-def with_history(newest: dict, history: list[float], legacy_drift: float | None = None) -> dict:
+def largest_peak(recordings: list[dict]) -> int | None:
+    """The largest peak memory among recordings of one test: one call's peak is not the same in every
+    process (a bf16 attention backward's moved by 12 MiB on an H100, unchanged code), and the gate
+    fails a run whose peak grows past the stored one."""
+    peaks = [e["peak_memory_bytes"] for e in recordings if _is_number(e.get("peak_memory_bytes"))]
+    return max(peaks) if peaks else None
+
+
+def with_history(newest: dict, history: list[float], legacy_drift: float | None = None,
+                 alike_recordings: list[dict] | None = None) -> dict:
     """`newest` moved to the center of `history` (bounded to the window) and holding it, with a legacy
-    drift while it still counts (core.noise.LEGACY_UNTIL)."""
+    drift while it still counts (core.noise.LEGACY_UNTIL), and the largest peak memory of
+    `alike_recordings` (the recordings whose medians make the history)."""
     history = noise.window(history)
     entry = _with_median(newest, noise.center(history))
+    peak = largest_peak(alike_recordings or [])
+    if peak is not None:
+        entry["peak_memory_bytes"] = peak
     entry["history"] = [_round(m) for m in history]
     entry.pop("drift", None)
     if legacy_drift and len(history) < noise.LEGACY_UNTIL:
@@ -212,7 +225,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             out[name] = newest
             continue
         legacy = max((e["drift"] for e in same_how if _is_number(e.get("drift"))), default=None)
-        out[name] = with_history(newest, history, legacy)
+        out[name] = with_history(newest, history, legacy, same)
     if older_versions:
         notes.append(f"{len(older_versions)} tests (e.g. {older_versions[0]}) were also recorded with an older "
                      f"timing version: only the newest version's medians are combined")
@@ -418,7 +431,8 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
                     history = (medians(before) if before and alike(before, entry) else []) + medians(entry)
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
                     legacy = entry.get("drift") or (before.get("drift") if before and _how(before) == _how(entry) else None)
-                    entries[name] = with_history(entry, history, legacy)
+                    entries[name] = with_history(entry, history, legacy,
+                                                 [before, entry] if before and alike(before, entry) else [entry])
             merged = dict(previous) if keep_others else {}
             merged.update(entries)
             recorded_at = _utc_now()
