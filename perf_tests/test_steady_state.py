@@ -11,9 +11,10 @@ The assertion compares the harness with CUPTI in the launch mode it timed the ca
 calls under 20 µs, eager calls for longer ones): within 2% or 0.1 µs, whichever is larger (CUPTI's
 timestamps step in 32 ns on an H100, 2% of a 1.6 µs call). Where CUPTI's duration exceeds the time
 per call of the same loop run unwatched right after its profile (events around it), CUPTI slowed the
-kernel it traced (docs/measurement.md), and that loop's time is compared instead. A call timed with events for 0.1 ms or more is compared through a
-repeat measured right after its profile: the same output block and clocks as the profiled calls (an unprofiled median, taken minutes earlier, is printed beside it).
-How far eager and graph launches of one kernel differ is printed, and docs/measurement.md shows it.
+kernel it traced (docs/measurement.md), and that loop's time is compared instead. A call timed with
+events for 0.1 ms or more is compared through a repeat measured right after its profile: the same
+output block and clocks as the profiled calls (an unprofiled median, taken minutes earlier, is
+printed beside it). How far eager and graph launches of one kernel differ is printed, and docs/measurement.md shows it.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ ROW = 1024
 B2B_CALLS, WARM_S = 200, 0.5
 #: Calls in the profiled graph, and its replays.
 GRAPH_CALLS, GRAPH_REPLAYS = 50, 4
-#: Spin (device cycles, ~10 ms) while the host queues an unwatched loop (up to ~20 µs a launch with CUPTI attached).
+#: Spin (device cycles, ~10 ms) while the host queues an unwatched loop (~20 µs a launch, CUPTI attached).
 QUEUE_SPIN_CYCLES = 20_000_000
 #: Agreement promised: relative, or absolute where that is larger.
 RELATIVE, ABSOLUTE_US = 0.02, 0.1
