@@ -14,7 +14,8 @@ per call of the same loop run unwatched right after its profile (events around i
 kernel it traced (docs/measurement.md), and that loop's time is compared instead. A call timed with
 events for 0.1 ms or more is compared through a repeat measured right after its profile: the same
 output block and clocks as the profiled calls (an unprofiled median, taken minutes earlier, is
-printed beside it). How far eager and graph launches of one kernel differ is printed, and docs/measurement.md shows it.
+printed beside it). How far eager and graph launches of one kernel differ is printed, and
+docs/measurement.md shows it.
 """
 from __future__ import annotations
 
