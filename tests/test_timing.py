@@ -480,3 +480,15 @@ def test_sim_the_spins_keep_growing_while_the_host_keeps_slowing_down(sim, monke
     m = _run(sim, fn, prefer="events", cache="warm")
     assert m.method == "events" and not m.warnings
     assert m.median_ms == pytest.approx(0.25, rel=0.03)
+
+
+def test_sim_peak_memory_counts_the_bytes_asked_for_not_the_allocators_rounding(sim) -> None:
+    """Where torch counts requested bytes, the peak is theirs: the allocated bytes include rounding
+    that depends on what the allocator holds cached (3 MB of 220 MB between processes on an H100)."""
+    stats = {"requested_bytes.all.current": 5 << 20, "requested_bytes.all.peak": 205 << 20}
+    sim.torch.cuda.memory_stats = lambda: stats
+    sim.torch.cuda.memory_allocated = lambda: 6 << 20
+    sim.torch.cuda.max_memory_allocated = lambda: 209 << 20
+    assert _run(sim, sim.kernel(0.25, host_ms=0.05)).peak_memory_bytes == 200 << 20
+    del sim.torch.cuda.memory_stats  # an older torch: the allocated bytes
+    assert _run(sim, sim.kernel(0.25, host_ms=0.05)).peak_memory_bytes == 203 << 20

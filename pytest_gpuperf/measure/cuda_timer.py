@@ -39,6 +39,8 @@ PENDING_TOLERANCE_MS = 0.2
 PENDING_FRACTION = 0.25
 #: Samples over which a batch's host queuing time is taken (longer batches fill the launch queue).
 QUEUE_PROBE = 32
+#: torch.cuda.memory_stats keys of the bytes code asked the caching allocator for, now and at peak.
+REQUESTED_NOW, REQUESTED_PEAK = "requested_bytes.all.current", "requested_bytes.all.peak"
 #: Samples of each kind in the frame calibration.
 FRAME_SAMPLES = 100
 #: GPU time of the spin timed in a frame: a few µs, so a clock below boost lengthens it by little.
@@ -60,6 +62,17 @@ def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | N
     return host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) or gpu_ms < GRAPH_BELOW_MS
 
 
+
+
+def allocator_bytes(torch: Any) -> tuple[int, int]:
+    """(now, peak since the last reset) bytes that code asked the caching allocator for. The bytes it
+    handed out include its rounding, which depends on what it holds cached (3 MB of a 220 MB attention
+    backward on an H100), so one call's peak would differ between processes; torch without request
+    counts gives those."""
+    stats = torch.cuda.memory_stats() if hasattr(torch.cuda, "memory_stats") else {}
+    if REQUESTED_NOW in stats and REQUESTED_PEAK in stats:
+        return stats[REQUESTED_NOW], stats[REQUESTED_PEAK]
+    return torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
 
 class CudaTimer:
     """One CUDA measurement: warm-up and calibration, method choice, then batches of samples."""
@@ -137,11 +150,11 @@ class CudaTimer:
         torch = self.torch
         torch.cuda.synchronize()
         with gc_paused():
-            before = torch.cuda.memory_allocated()
+            before, _ = allocator_bytes(torch)
             torch.cuda.reset_peak_memory_stats()
             value = self.fn()
             torch.cuda.synchronize()
-        return value, torch.cuda.max_memory_allocated() - before + tensor_bytes(self.inputs)
+        return value, allocator_bytes(torch)[1] - before + tensor_bytes(self.inputs)
 
     # -- sampling ----------------------------------------------------------------------------
     def _pad(self, host_ms: float) -> None:
