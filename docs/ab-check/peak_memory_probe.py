@@ -1,9 +1,9 @@
 """Device check: does one call's measured peak memory depend on the caching allocator's history?
 
-`python docs/ab-check/peak_memory_probe.py`: the suite's bf16 torch_manual attention backward
+`PYTHONPATH=. python docs/ab-check/peak_memory_probe.py`: the suite's bf16 torch_manual attention backward
 B2 H8 N1000 D128, measured by measure() five times in one process, with the allocator's cache
 shaped differently before each (nothing, emptied, blocks of 3, 5 and 33 MB cached). Prints each
-measurement's peak (allocated bytes, as stored) and the peak of requested bytes over the same call.
+measurement's peak (as stored) and the peak of requested bytes over the same call.
 """
 import torch
 
@@ -45,5 +45,5 @@ for name, sizes in shapes.items():
         del junk
     m = measure(call, TimingConfig(), inputs=(out, (q, k, v), dout))
     m.value = None
-    print(f"{name:9}: peak {m.peak_memory_bytes:,} B (allocated)  requested over one call {requested_peak(call):,} B"
+    print(f"{name:9}: peak {m.peak_memory_bytes:,} B (measure())  requested over one call {requested_peak(call):,} B"
           f"  median {m.median_ms * 1e3:.1f} us", flush=True)
