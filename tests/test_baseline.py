@@ -371,21 +371,43 @@ def test_combine_keeps_each_recordings_median_in_the_history_and_moves_to_their_
     assert out["t::y"]["history"] == [1.0] and out["t::z"]["median_ms"] == 2.0
 
 
-def test_combine_and_save_keep_the_largest_peak_memory_of_the_recordings_they_combine(tmp_path):
-    """One call's peak differs between processes of unchanged code (12 MiB of 207 on an H100): the
-    entry keeps the largest a recording saw, so the next run's larger one fails no gate."""
+def test_combine_and_save_keep_each_recordings_peak_memory_in_a_window(tmp_path):
+    """One call's peak differs between processes of unchanged code (12 MiB of 207 on an H100): an
+    entry keeps the peaks of its recent recordings, the largest as its peak, and forgets those that
+    leave the window, so a real reduction lands in the baseline once its recordings fill it."""
+    from pytest_gpuperf.core.noise import HISTORY_WINDOW
+
     low, high = 195 << 20, 207 << 20
-    a = {"t::x": result("t::x", 1.0, peak_memory_bytes=high)}
-    b = {"t::x": result("t::x", 1.01, peak_memory_bytes=low)}
-    out, _ = bl.combine([("a.yaml", a), ("b.json", b)])
-    assert out["t::x"]["peak_memory_bytes"] == high
+    a = {"t::x": result("t::x", 1.0, peak_memory_bytes=low)}
+    b = {"t::x": result("t::x", 1.01, peak_memory_bytes=high)}
+    c = {"t::x": result("t::x", 0.99, peak_memory_bytes=low)}
+    out, _ = bl.combine([("a.yaml", a), ("b.json", b), ("c.json", c)])
+    assert out["t::x"]["peak_memory_bytes"] == high and out["t::x"]["peak_memory_history"] == [low, high, low]
+    out, _ = bl.combine([("old.yaml", out), ("d.json", {"t::x": result("t::x", 1.0, peak_memory_bytes=None)})])
+    assert out["t::x"]["peak_memory_history"] == [low, high, low]  # a recording without a peak adds none
     changed = {"t::x": result("t::x", 2.5, peak_memory_bytes=low)}  # past the drift cap: a new entry
-    out, _ = bl.combine([("a.yaml", a), ("c.json", changed)])
-    assert out["t::x"]["peak_memory_bytes"] == low
+    out, _ = bl.combine([("a.yaml", b), ("e.json", changed)])
+    assert out["t::x"]["peak_memory_bytes"] == low and "peak_memory_history" not in out["t::x"]
     path = tmp_path / "b.yaml"
-    bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(a["t::x"])})
     bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(b["t::x"])})
-    assert bl.load(path, DEVICE["key"]).entries["t::x"]["peak_memory_bytes"] == high
+    bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(a["t::x"])})
+    stored = bl.load(path, DEVICE["key"]).entries["t::x"]
+    assert stored["peak_memory_bytes"] == high and stored["peak_memory_history"] == [high, low]
+    for _ in range(HISTORY_WINDOW - 1):
+        bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(a["t::x"])})
+    stored = bl.load(path, DEVICE["key"]).entries["t::x"]
+    assert stored["peak_memory_bytes"] == low and stored["peak_memory_history"] == [low] * HISTORY_WINDOW
+    bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(result("t::x", 1.0, method="graph"))})
+    assert "peak_memory_history" not in bl.load(path, DEVICE["key"]).entries["t::x"]  # measured anew
+
+
+def test_a_peak_memory_history_that_is_not_a_list_of_sizes_is_reported(tmp_path):
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
+    text = path.read_text().replace("history:", "peak_memory_history: [-1]\n    history:", 1)
+    path.write_text(text)
+    with pytest.raises(BaselineError, match="peak_memory_history must be a list"):
+        bl.load(path, DEVICE["key"])
 
 
 def test_combine_extends_a_stored_history_and_keeps_the_window():

@@ -140,6 +140,16 @@ def test_memory(base_mem, now_mem, verdict):
         assert v.memory_change is None
 
 
+def test_memory_is_judged_against_the_range_of_the_recorded_peaks():
+    """A peak that differs between processes of unchanged code (195 and 207 MiB) is `same` anywhere in
+    the recorded range; growth counts past the largest, shrinking past the smallest."""
+    base = rec(1.0, mem=207 * MiB, peak_memory_history=[195 * MiB, 207 * MiB, 207 * MiB])
+    for now, verdict in ((195, "same"), (207, "same"), (214, "same"), (220, "slower"), (186, "same"), (184, "faster")):
+        v = judge(base, rec(1.0, mem=now * MiB), 0.05)
+        assert v.memory == verdict, now
+    assert "peak memory 195 MiB-207 MiB -> 220 MiB (+6.3%)" in judge(base, rec(1.0, mem=220 * MiB), 0.05).message
+
+
 def test_clock_and_throttle_are_mentioned():
     v = judge(rec(1.0, sm_clock_mhz=1980), rec(1.2, sm_clock_mhz=1600, throttle=["sw_thermal"]), 0.05)
     assert "SM clock 1980 -> 1600 MHz" in v.message and "sw_thermal" in v.message

@@ -490,5 +490,7 @@ def test_sim_peak_memory_counts_the_bytes_asked_for_not_the_allocators_rounding(
     sim.torch.cuda.memory_allocated = lambda: 6 << 20
     sim.torch.cuda.max_memory_allocated = lambda: 209 << 20
     assert _run(sim, sim.kernel(0.25, host_ms=0.05)).peak_memory_bytes == 200 << 20
-    del sim.torch.cuda.memory_stats  # an older torch: the allocated bytes
+    sim.torch.cuda.memory_stats = lambda: {"allocated_bytes.all.current": 6 << 20}  # no request counts
+    assert _run(sim, sim.kernel(0.25, host_ms=0.05)).peak_memory_bytes == 203 << 20
+    del sim.torch.cuda.memory_stats
     assert _run(sim, sim.kernel(0.25, host_ms=0.05)).peak_memory_bytes == 203 << 20

@@ -3,7 +3,7 @@
 `PYTHONPATH=. python docs/ab-check/peak_memory_probe.py`: the suite's bf16 torch_manual attention backward
 B2 H8 N1000 D128, measured by measure() five times in one process, with the allocator's cache
 shaped differently before each (nothing, emptied, blocks of 3, 5 and 33 MB cached). Prints each
-measurement's peak (as stored) and the peak of requested bytes over the same call.
+measurement's peak (requested bytes, as stored) and the allocated bytes' peak over the same call.
 """
 import torch
 
@@ -14,15 +14,15 @@ SHAPE = (2, 8, 1000, 128)
 MB = 1_000_000
 
 
-def requested_peak(fn) -> int:
+def allocated_peak(fn) -> int:
+    """Bytes the allocator handed out at the peak of one call (its rounding included), less before."""
     torch.cuda.synchronize()
-    before = torch.cuda.memory_stats()["requested_bytes.all.current"]
+    before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     value = fn()
     torch.cuda.synchronize()
-    peak = torch.cuda.memory_stats()["requested_bytes.all.peak"] - before
     del value
-    return peak
+    return torch.cuda.max_memory_allocated() - before
 
 
 q, k, v = fa.make_inputs(SHAPE, torch.bfloat16, "cuda")
@@ -45,5 +45,6 @@ for name, sizes in shapes.items():
         del junk
     m = measure(call, TimingConfig(), inputs=(out, (q, k, v), dout))
     m.value = None
-    print(f"{name:9}: peak {m.peak_memory_bytes:,} B (measure())  requested over one call {requested_peak(call):,} B"
+    print(f"{name:9}: peak {m.peak_memory_bytes:,} B (measure(): requested bytes, inputs included)  allocated over one "
+          f"call {allocated_peak(call):,} B (inputs not included)"
           f"  median {m.median_ms * 1e3:.1f} us", flush=True)

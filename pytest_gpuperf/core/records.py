@@ -129,12 +129,13 @@ class Entry:
     throttle: list[str] | None = None  # NVML throttle reasons seen while measuring
     group: str | None = None  # the marker's group, for `gpuperf show`
     history: list[float] | None = None  # the median of each recent recording, oldest first (core.noise)
+    peak_memory_history: list[int] | None = None  # the peak memory of each recent recording, oldest first
     drift: float | None = None  # schema 1 only: the range of the medians merged into it (largest / smallest - 1)
 
     def to_dict(self) -> dict[str, Any]:
-        """The YAML mapping: every field but an unset history, drift, peak or above_peak."""
+        """The YAML mapping: every field but an unset history, peak memory history, drift, peak or above_peak."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for optional in ("history", "drift", "peak", "above_peak"):
+        for optional in ("history", "peak_memory_history", "drift", "peak", "above_peak"):
             if out[optional] is None:
                 del out[optional]
         return out

@@ -110,6 +110,16 @@ def medians(record: dict) -> list[float]:
     return _positive(record.get("history")) or [float(record["median_ms"])]
 
 
+def memory_peaks(record: dict) -> list[int]:
+    """A side's peak memory, one per recent recording: its `peak_memory_history` where it has one,
+    else its peak (none where it has no peak)."""
+    stored = record.get("peak_memory_history")
+    if isinstance(stored, list) and stored and all(as_number(v) is not None for v in stored):
+        return [int(v) for v in stored]
+    peak = as_number(record.get("peak_memory_bytes"))
+    return [] if peak is None else [int(peak)]
+
+
 def legacy_sd(base: dict) -> float | None:
     """A schema-1 entry's `drift` read as a run-to-run sd, until the entry has recordings enough."""
     drift = as_number(base.get("drift"))
@@ -146,20 +156,24 @@ def effective_threshold(threshold: float, base_ms: float, prior: Prior = ACROSS_
 
 
 def _judge_memory(base: dict, now: dict, threshold: float) -> tuple[str, float | None, str]:
-    b = as_number(base.get("peak_memory_bytes"))
+    """Peak memory against the range of the stored recordings' peaks: one call's peak differs between
+    processes of unchanged code (docs/gate.md), so growth counts past the largest, shrinking past the
+    smallest."""
+    peaks = memory_peaks(base)
     n = as_number(now.get("peak_memory_bytes"))
-    if b is None or n is None:
+    if not peaks or n is None:
         return "same", None, ""
-    change = (n / b - 1.0) if b > 0 else None
-    allowed = max(threshold * b, MEMORY_ABS_FLOOR)
-    if n - b > allowed:
-        verdict = "slower"
-    elif b - n > allowed:
-        verdict = "faster"
+    low, high = min(peaks), max(peaks)
+    if n - high > max(threshold * high, MEMORY_ABS_FLOOR):
+        verdict, b = "slower", high
+    elif low - n > max(threshold * low, MEMORY_ABS_FLOOR):
+        verdict, b = "faster", low
     else:
-        verdict = "same"
+        verdict, b = "same", min(max(n, low), high)  # the nearest recorded peak
+    change = (n / b - 1.0) if b > 0 else None
     shown = fmt_change(change) if change is not None else f"{fmt_bytes(n - b)}"
-    text = f"peak memory {fmt_bytes(b)} -> {fmt_bytes(n)} ({shown})"
+    stored = fmt_bytes(b) if low == high else f"{fmt_bytes(low)}-{fmt_bytes(high)}"
+    text = f"peak memory {stored} -> {fmt_bytes(n)} ({shown})"
     if verdict != "same":
         text += f": {'grew' if verdict == 'slower' else 'shrank'} by more than {threshold * 100:.3g}% and 1 MiB"
     return verdict, change, text

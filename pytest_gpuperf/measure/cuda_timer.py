@@ -62,8 +62,6 @@ def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | N
     return host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) or gpu_ms < GRAPH_BELOW_MS
 
 
-
-
 def allocator_bytes(torch: Any) -> tuple[int, int]:
     """(now, peak since the last reset) bytes that code asked the caching allocator for. The bytes it
     handed out include its rounding, which depends on what it holds cached (3 MB of a 220 MB attention
@@ -73,6 +71,7 @@ def allocator_bytes(torch: Any) -> tuple[int, int]:
     if REQUESTED_NOW in stats and REQUESTED_PEAK in stats:
         return stats[REQUESTED_NOW], stats[REQUESTED_PEAK]
     return torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
+
 
 class CudaTimer:
     """One CUDA measurement: warm-up and calibration, method choice, then batches of samples."""

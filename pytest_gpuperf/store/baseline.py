@@ -11,7 +11,8 @@ One file per device model, ``<baseline dir>/<device key>.yaml``::
 
 ``history`` holds the median of each of the test's recent recordings (at most
 ``core.noise.HISTORY_WINDOW``, oldest first), from which the gate learns the test's run-to-run
-spread; ``median_ms`` is their center. Schema 1 files (no history; ``drift``, the range of the medians
+spread; ``median_ms`` is their center. ``peak_memory_history`` holds their peak memory where they
+differ, and ``peak_memory_bytes`` is the largest. Schema 1 files (no history; ``drift``, the range of the medians
 merged into an entry) are read as entries of one recording, their drift counting as one more
 observation of the spread until the entry has recordings of its own (``core.noise.LEGACY_UNTIL``);
 they are written back as schema 2.
@@ -36,7 +37,7 @@ import yaml
 from ..core import noise, records
 from ..core.files import atomic_write_text, file_mode
 from ..core.plain import plain
-from ..core.verdict import medians
+from ..core.verdict import medians, memory_peaks
 from ..core.versions import recorded_version, timing_epoch, version_note
 
 #: libyaml's parser where PyYAML was built with it: a suite's baseline (a few hundred KB) loads in
@@ -142,24 +143,20 @@ def _how(entry: dict) -> tuple[str, str]:
     return str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown")
 
 
-def largest_peak(recordings: list[dict]) -> int | None:
-    """The largest peak memory among recordings of one test: one call's peak is not the same in every
-    process (a bf16 attention backward's moved by 12 MiB on an H100, unchanged code), and the gate
-    fails a run whose peak grows past the stored one."""
-    peaks = [e["peak_memory_bytes"] for e in recordings if _is_number(e.get("peak_memory_bytes"))]
-    return max(peaks) if peaks else None
-
-
 def with_history(newest: dict, history: list[float], legacy_drift: float | None = None,
-                 alike_recordings: list[dict] | None = None) -> dict:
+                 peaks: list[int] | None = None) -> dict:
     """`newest` moved to the center of `history` (bounded to the window) and holding it, with a legacy
-    drift while it still counts (core.noise.LEGACY_UNTIL), and the largest peak memory of
-    `alike_recordings` (the recordings whose medians make the history)."""
+    drift while it still counts (core.noise.LEGACY_UNTIL), and the peak memory of each recording in
+    `peaks` (bounded to the window too): one call's peak differs between processes (docs/gate.md), so
+    the entry's peak is the largest of them and the gate judges a run against their range."""
     history = noise.window(history)
     entry = _with_median(newest, noise.center(history))
-    peak = largest_peak(alike_recordings or [])
-    if peak is not None:
-        entry["peak_memory_bytes"] = peak
+    peaks = noise.window(peaks or [])
+    entry.pop("peak_memory_history", None)
+    if peaks:
+        entry["peak_memory_bytes"] = max(peaks)
+        if len(peaks) > 1:
+            entry["peak_memory_history"] = peaks
     entry["history"] = [_round(m) for m in history]
     entry.pop("drift", None)
     if legacy_drift and len(history) < noise.LEGACY_UNTIL:
@@ -225,7 +222,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             out[name] = newest
             continue
         legacy = max((e["drift"] for e in same_how if _is_number(e.get("drift"))), default=None)
-        out[name] = with_history(newest, history, legacy, same)
+        out[name] = with_history(newest, history, legacy, [p for e in same for p in memory_peaks(e)])
     if older_versions:
         notes.append(f"{len(older_versions)} tests (e.g. {older_versions[0]}) were also recorded with an older "
                      f"timing version: only the newest version's medians are combined")
@@ -256,6 +253,10 @@ def _entry_problem(entry: Any) -> str | None:
     if history is not None and not (isinstance(history, list) and history and all(
             _is_number(v) and math.isfinite(v) and v > 0 for v in history)):
         return f"history must be a list of positive medians in ms, got {history!r}"
+    peaks = entry.get("peak_memory_history")
+    if peaks is not None and not (isinstance(peaks, list) and peaks and all(
+            _is_number(v) and math.isfinite(v) and v >= 0 for v in peaks)):
+        return f"peak_memory_history must be a list of peak memory bytes, got {peaks!r}"
     ci = entry.get("ci_ms")
     if ci is not None:
         if not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(v) and math.isfinite(v) for v in ci)
@@ -431,8 +432,8 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
                     history = (medians(before) if before and alike(before, entry) else []) + medians(entry)
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
                     legacy = entry.get("drift") or (before.get("drift") if before and _how(before) == _how(entry) else None)
-                    entries[name] = with_history(entry, history, legacy,
-                                                 [before, entry] if before and alike(before, entry) else [entry])
+                    peaks = (memory_peaks(before) if before and alike(before, entry) else []) + memory_peaks(entry)
+                    entries[name] = with_history(entry, history, legacy, peaks)
             merged = dict(previous) if keep_others else {}
             merged.update(entries)
             recorded_at = _utc_now()
