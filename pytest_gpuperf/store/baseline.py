@@ -155,7 +155,7 @@ def with_history(newest: dict, history: list[float], legacy_drift: float | None 
     entry.pop("peak_memory_history", None)
     if peaks:
         entry["peak_memory_bytes"] = max(peaks)
-        if len(peaks) > 1:
+        if len(set(peaks)) > 1:  # equal peaks say no more than one: the window drops a differing one as late
             entry["peak_memory_history"] = peaks
     entry["history"] = [_round(m) for m in history]
     entry.pop("drift", None)
