@@ -429,10 +429,11 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
             if keep_others:  # a recording adds its median to the history of an entry measured alike
                 for name, entry in entries.items():
                     before = previous.get(name) or {}
-                    history = (medians(before) if before and alike(before, entry) else []) + medians(entry)
+                    continued = [before] if before and alike(before, entry) else []  # the recordings it extends
+                    history = [m for e in continued + [entry] for m in medians(e)]
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
                     legacy = entry.get("drift") or (before.get("drift") if before and _how(before) == _how(entry) else None)
-                    peaks = (memory_peaks(before) if before and alike(before, entry) else []) + memory_peaks(entry)
+                    peaks = [p for e in continued + [entry] for p in memory_peaks(e)]
                     entries[name] = with_history(entry, history, legacy, peaks)
             merged = dict(previous) if keep_others else {}
             merged.update(entries)
