@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from pytest_gpuperf.measure.cuda_timer import launch_bound
+from pytest_gpuperf.measure.cuda_timer import graph_timed, launch_bound
 from pytest_gpuperf.measure.stats import Stats, ci_relative, summarize
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
@@ -83,6 +83,18 @@ def test_precision_target_stops_early_on_a_steady_function(virtual_clock) -> Non
 ])
 def test_launch_bound_counts_the_flush_in_a_samples_gpu_time(gpu_ms, host_ms, flush_ms, prefer, graph) -> None:
     assert launch_bound(gpu_ms, host_ms, flush_ms, prefer) is graph
+
+
+@pytest.mark.parametrize("gpu_ms, flushed, prefer, graph", [
+    (0.05, False, None, True),       # back to back: a graph times the same calls without the event pair
+    (0.05, True, None, False),       # a cold sample behind its own flush: one call between events
+    (0.099, False, None, True),
+    (0.1, False, None, False),       # from 0.1 ms up the pair's leftover is under 0.5%
+    (0.05, False, "events", False),  # a baseline's method is kept
+    (0.5, False, "graph", True),
+])
+def test_calls_sampled_back_to_back_are_timed_in_graphs_below_a_tenth_of_a_ms(gpu_ms, flushed, prefer, graph) -> None:
+    assert graph_timed(gpu_ms, 0.01, 0.0, flushed, prefer) is graph
 
 
 # ---- the CUDA path on a simulated device (tests/sim_cuda.py) ----------------------------------------------------
@@ -199,7 +211,7 @@ def test_sim_events_samples_keep_the_device_busy_when_the_event_pair_is_slow_to_
     longer than the call takes the device: without a spin per sample the device would idle and
     the pair would time the host's queuing (0.12 ms here)."""
     sim.record_host_ms = 0.1
-    m = _run(sim, sim.kernel(0.08, host_ms=0.02), cache="warm")  # a launch of a quarter of the call
+    m = _run(sim, sim.kernel(0.08, host_ms=0.02), prefer="events", cache="warm")  # a launch of a quarter of it
     assert m.method == "events"
     assert m.median_ms == pytest.approx(0.08, rel=0.05)
 
@@ -211,6 +223,30 @@ def test_sim_spins_are_sized_at_the_boost_clock_when_the_gpu_wakes_up_idle(sim) 
 
     sim.idle_clock, sim.idle_cycles = 1 / 6, 5e6
     assert calibration.default().spin_rate(sim.torch, 0) == pytest.approx(sim.SPIN_CYCLES_PER_MS, rel=0.05)
+
+
+@pytest.mark.parametrize("cache, footprint_mib, method", [
+    ("cold", 1, "events"), ("cold", 600, "graph"), ("warm", 1, "graph")])
+def test_sim_a_call_sampled_back_to_back_is_timed_in_a_graph(sim, cache, footprint_mib, method) -> None:
+    """A 0.05 ms call the host keeps up with: behind a flush of its own per sample (cold, fits in the
+    sim's 525 MiB L2) it is one call between events; with samples back to back (larger than the L2,
+    or warm) a graph of calls runs the same work without the event pair's leftover."""
+    sim.event_ms, sim.event_latency_ms, sim.gap_ms, sim.graph_gap_ms = 0.013, 0.017, 0.01, 0.001
+    sim.torch.cuda.max_memory_allocated = lambda: footprint_mib << 20
+    m = _run(sim, sim.kernel(0.05, host_ms=0.01), cache=cache)
+    assert m.method == method
+    assert m.median_ms == pytest.approx(0.051 if method == "graph" else 0.05, rel=0.02)
+
+
+def test_sim_a_call_sampled_back_to_back_that_cannot_be_captured_keeps_events(sim) -> None:
+    def fn() -> None:
+        if sim.capturing is not None:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        sim.launch(0.05, host_ms=0.01)
+
+    m = _run(sim, fn, cache="warm")
+    assert m.method == "events" and not m.warnings
+    assert m.median_ms == pytest.approx(0.05, rel=0.02)
 
 
 def test_sim_the_same_call_on_a_warm_cache_is_launch_bound(sim) -> None:

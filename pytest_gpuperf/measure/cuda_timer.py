@@ -28,6 +28,11 @@ MAX_GRAPH_CALLS = 50
 #: An uncapturable call at least this long (GPU time) is timed with events around each call, as any
 #: call is: the frame's leftover error and the events' ~0.5 µs resolution are under 0.5% of it.
 UNCAPTURED_EVENTS_MS = 0.1
+#: A call whose samples run back to back (no L2 flush ahead: warm mode, or a call larger than the
+#: L2) is timed in a graph below this GPU time: a graph's calls run back to back too, so it times
+#: the same work without the event pair, whose leftover error (0.0-0.6 µs a sample on an H100,
+#: varying by process) is over 0.5% of a shorter call (docs/measurement.md, "Events or graphs").
+BACK_TO_BACK_GRAPH_BELOW_MS = 0.1
 #: GPU time of a sample of a shorter uncapturable call, queued eagerly behind one spin: long enough
 #: for events to resolve 0.5%, short enough that a host stall while queuing it rarely idles the device.
 QUEUED_SAMPLE_MS = 0.1
@@ -60,6 +65,14 @@ def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | N
     if prefer == Method.EVENTS.value:
         return host_ms > PREFERRED_EVENTS_RATIO * (gpu_ms + flush_ms)
     return host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) or gpu_ms < GRAPH_BELOW_MS
+
+
+def graph_timed(gpu_ms: float, host_ms: float, flush_ms: float, flushed: bool, prefer: str | None = None) -> bool:
+    """Time in a CUDA graph? Where the call is launch-bound (above), and, with no baseline method to
+    keep, where its samples run back to back (not `flushed`) and it is shorter than
+    BACK_TO_BACK_GRAPH_BELOW_MS."""
+    back_to_back = prefer is None and not flushed and gpu_ms < BACK_TO_BACK_GRAPH_BELOW_MS
+    return back_to_back or launch_bound(gpu_ms, host_ms, flush_ms, prefer)
 
 
 def allocator_bytes(torch: Any) -> tuple[int, int]:
@@ -390,14 +403,14 @@ class CudaTimer:
             method, calls = Method.DEVICE_SYNC.value, 1
             samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
             gap_ms = 0.0  # a synchronize per sample: the gap is the least of what a sample adds
-        elif launch_bound(gpu_ms, call_host_ms, flush_ms, self.prefer):
+        elif graph_timed(gpu_ms, call_host_ms, flush_ms, flush is not None, self.prefer):
             calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
             graph = self._capture(self.fn, calls)
             if not isinstance(graph, CaptureFailure):
                 method = Method.GRAPH.value
                 samples, batches = self._sample(graph.replay, 0.05, gpu_ms * calls, calls, flush, sync=False,
                                                 gap_ms=gap_ms)
-            elif gpu_ms >= UNCAPTURED_EVENTS_MS:
+            elif gpu_ms >= UNCAPTURED_EVENTS_MS or not launch_bound(gpu_ms, call_host_ms, flush_ms, self.prefer):
                 method, calls = Method.EVENTS.value, 1
                 samples, batches = self._events(host_ms, gpu_ms, flush_ms, flush, gap_ms)
             else:
