@@ -5,7 +5,9 @@ op (a row sum), a write-only op (fill) and an elementwise op (GeLU), in fp32 and
 256M elements, each case prints the harness's median, CUPTI's median time per call of 200 eager
 calls back to back after 0.5 s of warm calls (`b2b`), CUPTI's time per call of the same calls
 replayed in a CUDA graph (`graph`: the launch mode's share of a difference) and do_bench's median,
-and the SM clock of the harness's samples and of the profiled loop.
+and the SM clock of the harness's samples and of the profiled loop. A call that fits in the L2 (its
+cold samples start behind a flush) is also measured with a warm L2, the profiled loop's cache
+state: the difference is the L2's share.
 
 The assertion compares the harness with CUPTI in the launch mode it timed the call in (a graph or
 eager calls): within 2% or 0.1 µs, whichever is larger (CUPTI's timestamps step in 32 ns on an H100,
@@ -29,6 +31,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pytest_gpuperf.core.records import CacheMode
 from pytest_gpuperf.measure.device import read_clocks
 from pytest_gpuperf.measure.profile import UNAFFECTED_FROM_MS, calls_of, op_names, profiled_ops
 from pytest_gpuperf.measure.timer import Measurement, TimingConfig, measure
@@ -67,12 +70,14 @@ CASES = [pytest.param(op, d, s, id=f"{op}-{d}-{s}") for d in DTYPES for op in ("
 @dataclass
 class _Case:
     """One case as measured before the first profiling session: its callable and inputs, the harness's
-    measurement, do_bench's median (µs) and, for a graph-timed call, its unwatched graph loop's µs per call."""
+    measurement, do_bench's median (µs), for a call sampled behind a flush its warm-L2 median (µs, the
+    profiled loop's cache state) and, for a graph-timed call, its unwatched graph loop's µs per call."""
 
     fn: Callable[[], object]
     inputs: torch.Tensor
     m: Measurement
     bench_us: float
+    warm_us: float | None = None
     node_us: float | None = None
 
 
@@ -90,7 +95,9 @@ def unprofiled() -> dict[str, _Case]:
     for case_id, (fn, inputs) in built.items():
         m = measure(fn, TimingConfig(), inputs=inputs)
         m.value = None
-        out[case_id] = _Case(fn, inputs, m, do_bench(fn, return_mode="median") * 1e3)
+        warm = measure(fn, TimingConfig(cache=CacheMode.WARM.value), inputs=inputs, prefer=m.method) if m.flushed else None
+        out[case_id] = _Case(fn, inputs, m, do_bench(fn, return_mode="median") * 1e3,
+                             warm.median_ms * 1e3 if warm else None)
     for case in out.values():
         if case.m.method == "graph":
             case.node_us = _graph_node_us(case.fn)
@@ -211,6 +218,7 @@ def test_cold_median_agrees_with_the_profilers_steady_state(op, dname, size, unp
               f"({ours_us / b2b_step_us - 1:+.1%}), graph {graph_step_us:9.3f} us ({ours_us / graph_step_us - 1:+.1%})"
               f"  unwatched loop: {'graph per node before profiling' if m.method == 'graph' else 'b2b'} "
               f"{loop_us:9.3f} us ({ours_us / loop_us - 1:+.1%}{', under CUPTI' if loop_us < cupti_us else ''})"
+              f"{f'  warm L2 {case.warm_us:9.3f} us ({case.warm_us / loop_us - 1:+.1%} of the loop)' if case.warm_us else ''}"
               f"  SM clock: gpuperf {m.sm_clock_mhz} MHz, b2b {seen.mhz} MHz")
     assert agrees[0] or (loop_us < cupti_us and agrees[1]), (
         f"{ours_us:.3f} us vs CUPTI {cupti_us:.3f} us, unwatched loop {loop_us:.3f} us per call ({m.method})")
