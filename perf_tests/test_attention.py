@@ -30,6 +30,7 @@ import torch
 from conftest import HAS_CUDA, require
 
 from kernels import flash_attention as fa
+from pytest_gpuperf.measure.cuda_timer import allocator_bytes
 
 DTYPES = ["bfloat16", "float16"]
 SMALL = [(1, 2, 77, 64), (1, 2, 128, 64)]
@@ -227,14 +228,15 @@ def _cuda_only():
 
 
 def _extra_peak(fn) -> int:
-    """Bytes allocated at the peak of fn() beyond what was allocated before it."""
+    """Bytes requested at the peak of fn() beyond those held before it, counted as the harness counts
+    a call's peak (requested, not the allocator's rounded blocks)."""
     gc.collect()  # garbage of earlier tests freed inside fn() would hide part of its peak
     torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
+    before, _ = allocator_bytes(torch)
     torch.cuda.reset_peak_memory_stats()
     result = fn()
     torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - before
+    peak = allocator_bytes(torch)[1] - before
     del result
     return peak
 
