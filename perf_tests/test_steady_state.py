@@ -105,8 +105,8 @@ def unprofiled() -> dict[str, _Case]:
 
 
 def _graph_node_us(fn) -> float:
-    """µs per call of fn in a graph captured and replayed unwatched on the current stream (as the
-    harness does), as (graph of 2 x GRAPH_CALLS calls - graph of GRAPH_CALLS) / GRAPH_CALLS: the
+    """µs per call of fn in a graph captured and replayed unwatched on the current stream (the
+    harness's, under --gpuperf), as (graph of 2 x GRAPH_CALLS calls - graph of GRAPH_CALLS) / GRAPH_CALLS: the
     replay's own launch cancels."""
     stream = torch.cuda.current_stream()
     replays = []

@@ -91,10 +91,16 @@ def test_launch_bound_counts_the_flush_in_a_samples_gpu_time(gpu_ms, host_ms, fl
     (0.099, False, None, True),
     (0.1, False, None, False),       # from 0.1 ms up the pair's leftover is under 0.5%
     (0.05, False, "events", False),  # a baseline's method is kept
+    (0.05, False, "queued", False),
     (0.5, False, "graph", True),
 ])
 def test_calls_sampled_back_to_back_are_timed_in_graphs_below_a_tenth_of_a_ms(gpu_ms, flushed, prefer, graph) -> None:
     assert graph_timed(gpu_ms, 0.01, 0.0, flushed, prefer) is graph
+
+
+def test_a_call_sampled_back_to_back_keeps_events_where_its_graph_would_not_fit() -> None:
+    assert not graph_timed(0.05, 0.01, 0.0, False, room=False)
+    assert graph_timed(0.005, 0.01, 0.0, False, room=False)  # too short for events whatever it costs
 
 
 # ---- the CUDA path on a simulated device (tests/sim_cuda.py) ----------------------------------------------------
@@ -210,10 +216,10 @@ def test_sim_events_samples_keep_the_device_busy_when_the_event_pair_is_slow_to_
     """The call's own launch is cheap (events, not a graph), but recording the pair takes the host
     longer than the call takes the device: without a spin per sample the device would idle and
     the pair would time the host's queuing (0.12 ms here)."""
-    sim.record_host_ms = 0.1
-    m = _run(sim, sim.kernel(0.08, host_ms=0.02), prefer="events", cache="warm")  # a launch of a quarter of it
+    sim.record_host_ms = 0.15
+    m = _run(sim, sim.kernel(0.12, host_ms=0.03), cache="warm")  # a launch of a quarter of the call
     assert m.method == "events"
-    assert m.median_ms == pytest.approx(0.08, rel=0.05)
+    assert m.median_ms == pytest.approx(0.12, rel=0.05)
 
 
 def test_sim_spins_are_sized_at_the_boost_clock_when_the_gpu_wakes_up_idle(sim) -> None:
@@ -236,6 +242,15 @@ def test_sim_a_call_sampled_back_to_back_is_timed_in_a_graph(sim, cache, footpri
     m = _run(sim, sim.kernel(0.05, host_ms=0.01), cache=cache)
     assert m.method == method
     assert m.median_ms == pytest.approx(0.051 if method == "graph" else 0.05, rel=0.02)
+
+
+def test_sim_a_call_sampled_back_to_back_whose_graph_would_not_fit_keeps_events(sim) -> None:
+    """50 calls of a 600 MiB footprint need more than the 8 GiB free: a capture that keeps each call's
+    memory (work on other streams) could run the device out of memory, so events time it."""
+    sim.torch.cuda.max_memory_allocated = lambda: 600 << 20
+    sim.torch.cuda.mem_get_info = lambda index=0: (8 << 30, 80 << 30)
+    m = _run(sim, sim.kernel(0.05, host_ms=0.01))
+    assert m.method == "events" and not m.flushed
 
 
 def test_sim_a_call_sampled_back_to_back_that_cannot_be_captured_keeps_events(sim) -> None:

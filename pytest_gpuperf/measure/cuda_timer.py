@@ -57,9 +57,9 @@ FRAME_COST_SLACK_MS = 1e-6
 
 
 def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | None = None) -> bool:
-    """Time in a CUDA graph? Yes when events can't resolve the call or the host cannot stay ahead of a
-    whole sample's GPU time (the L2 flush included); a preferred method (the baseline's) wins where
-    it can measure the call honestly."""
+    """Does the call need a CUDA graph? Yes when events can't resolve it or the host cannot stay ahead
+    of a whole sample's GPU time (the L2 flush included); a preferred method (the baseline's) wins
+    where it can measure the call honestly."""
     if prefer == Method.GRAPH.value:
         return True
     if prefer == Method.EVENTS.value:
@@ -67,12 +67,18 @@ def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | N
     return host_ms > LAUNCH_BOUND_RATIO * (gpu_ms + flush_ms) or gpu_ms < GRAPH_BELOW_MS
 
 
-def graph_timed(gpu_ms: float, host_ms: float, flush_ms: float, flushed: bool, prefer: str | None = None) -> bool:
+def graph_timed(gpu_ms: float, host_ms: float, flush_ms: float, flushed: bool, prefer: str | None = None,
+                room: bool = True) -> bool:
     """Time in a CUDA graph? Where the call is launch-bound (above), and, with no baseline method to
-    keep, where its samples run back to back (not `flushed`) and it is shorter than
-    BACK_TO_BACK_GRAPH_BELOW_MS."""
-    back_to_back = prefer is None and not flushed and gpu_ms < BACK_TO_BACK_GRAPH_BELOW_MS
+    keep, where its samples run back to back (not `flushed`), it is shorter than
+    BACK_TO_BACK_GRAPH_BELOW_MS and the device has `room` for a graph of its calls."""
+    back_to_back = prefer is None and not flushed and room and gpu_ms < BACK_TO_BACK_GRAPH_BELOW_MS
     return back_to_back or launch_bound(gpu_ms, host_ms, flush_ms, prefer)
+
+
+def graph_calls(gpu_ms: float) -> int:
+    """Calls captured in one graph: about GRAPH_REPLAY_MS of GPU time, 10 to MAX_GRAPH_CALLS."""
+    return max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
 
 
 def allocator_bytes(torch: Any) -> tuple[int, int]:
@@ -257,6 +263,13 @@ class CudaTimer:
     def _timer_overhead_ms(self, flush) -> float:
         return self._frame(flush)[0]
 
+    def _free_bytes(self) -> float:
+        """Device memory free outside torch's cache (a graph's private pool cannot use its blocks);
+        unbounded where torch cannot say. A graph of calls whose outputs are not reused within the
+        capture (work on other streams) holds one footprint per call."""
+        get = getattr(self.torch.cuda, "mem_get_info", None)
+        return get(self.index)[0] if get is not None else math.inf
+
     def _flush_ms(self, flush) -> float:
         """GPU time of one L2 flush, measured once per device: what a cold sample adds ahead of the call."""
         if flush is None:
@@ -403,8 +416,9 @@ class CudaTimer:
             method, calls = Method.DEVICE_SYNC.value, 1
             samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
             gap_ms = 0.0  # a synchronize per sample: the gap is the least of what a sample adds
-        elif graph_timed(gpu_ms, call_host_ms, flush_ms, flush is not None, self.prefer):
-            calls = max(10, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_MS / max(gpu_ms, 1e-4))))
+        elif graph_timed(gpu_ms, call_host_ms, flush_ms, flush is not None, self.prefer,
+                         room=self._free_bytes() >= graph_calls(gpu_ms) * peak):
+            calls = graph_calls(gpu_ms)
             graph = self._capture(self.fn, calls)
             if not isinstance(graph, CaptureFailure):
                 method = Method.GRAPH.value

@@ -24,8 +24,9 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
     """Time `fn()`; CUDA timing when `inputs` or fn's result live on a CUDA device, a host clock otherwise.
 
     `prefer` names the method a baseline was measured with ('events' or 'graph'): the automatic
-    choice flips on calls near its 20 µs boundary, and the two methods see different cache states,
-    so a comparison should time both sides the same way. `calibration`: the per-device calibrations
+    choice flips on calls near its boundaries (20 µs, 0.1 ms for calls sampled back to back, the
+    host's launch time), and the two methods see different cache states, so a comparison should
+    time both sides the same way. `calibration`: the per-device calibrations
     to use and fill (default: the process's, calibration.default())."""
     config = config or TimingConfig()
     start = time.perf_counter()
