@@ -270,6 +270,16 @@ def test_merge_and_compare_keep_timing_versions_apart(files, capsys, tmp_path):
     assert "3 test(s) were timed with different timing versions" in err and "version 1 in" in err
 
 
+def test_compare_says_when_its_sides_were_timed_with_different_methods(files, capsys, tmp_path):
+    """Results of one timing version taken without a baseline can differ in method (a call sampled
+    back to back is graph-timed under 0.1 ms since that rule came in): compare says so."""
+    later = tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml"
+    bl.save(later, DEVICE, SOFTWARE, {i: dict(entry(m, 256 << 20), method="graph") for i, m in zip(IDS, [0.1, 0.1, 0.1])})
+    code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
+    assert "3 test(s) were timed with different methods or cache modes" in err and "graph, cold L2 in" in err
+    assert "timing versions" not in err
+
+
 def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):
     results = [dict(r, median_ms=r["median_ms"] * 1.02, history=None)  # a run's result: one median of its own
                for r in results_store.results_from_baseline(bl.load(files["old"]))]
