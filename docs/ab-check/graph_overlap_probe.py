@@ -18,29 +18,17 @@ It answers whether CUPTI's duration is a call's time per call in a loop, or over
 import statistics
 
 import torch
-import torch.nn.functional as F
 
+from perf_tests.test_steady_state import DTYPES, _op
 from pytest_gpuperf.measure import calibration
 from pytest_gpuperf.measure.profile import calls_of, op_names, profiled_ops
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 SIZES = {"64K": 1 << 16, "1M": 1 << 20, "16M": 1 << 24}
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-ROW = 1024
 CALLS, REPLAYS, REPEATS = 50, 4, 10
 SPIN = 2_000_000
 
 cal = calibration.default()
-
-
-def make(op, dtype, numel):
-    if op == "fill":
-        y = torch.empty(numel, device="cuda", dtype=dtype)
-        return (lambda: y.fill_(1.0)), y
-    x = torch.randn(numel, device="cuda", dtype=dtype)
-    if op == "sum":
-        return (lambda: x.view(-1, ROW).sum(dim=1)), x
-    return (lambda: F.gelu(x)), x
 
 
 def graph_of(fn, calls):
@@ -68,7 +56,7 @@ def replay_us(g, flush):
     return statistics.median(times)
 
 
-cases = {f"{op} {d} {s}": make(op, DTYPES[d], SIZES[s]) for d in DTYPES for op in ("fill", "sum", "gelu") for s in SIZES}
+cases = {f"{op} {d} {s}": _op(op, DTYPES[d], SIZES[s]) for d in DTYPES for op in ("fill", "sum", "gelu") for s in SIZES}
 flush = cal.flush(torch, torch.cuda.current_device())
 rows = {}
 with cal.on_stream(torch, torch.cuda.current_device()):
