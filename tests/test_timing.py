@@ -264,6 +264,26 @@ def test_sim_a_call_sampled_back_to_back_that_cannot_be_captured_keeps_events(si
     assert m.median_ms == pytest.approx(0.05, rel=0.02)
 
 
+@pytest.mark.parametrize("capped", [False, True])
+def test_sim_a_call_the_power_cap_throttles_is_warmed_up_until_the_cap_settles(sim, monkeypatch, capped) -> None:
+    """A power-capped GPU runs a new load at boost clock for up to a second before the cap brings it
+    down: a call NVML reports capped at the end of its warm-up is warmed up a second longer."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+    from pytest_gpuperf.measure.device import ClockState
+
+    monkeypatch.setattr(timing, "read_clocks", lambda index: ClockState(1700, ["sw_power_cap"] if capped else []))
+    calls = []
+    kernel = sim.kernel(0.25, host_ms=0.15)
+
+    def fn() -> None:
+        calls.append(1)
+        kernel()
+
+    m = _run(sim, fn)
+    assert (len(calls) * 0.25e-3 > timing.POWER_CAP_WARMUP_S) is capped  # the calls' GPU seconds
+    assert m.median_ms == pytest.approx(0.25, rel=0.05)
+
+
 def test_sim_the_same_call_on_a_warm_cache_is_launch_bound(sim) -> None:
     m = _run(sim, sim.kernel(0.25, host_ms=0.15), cache="warm")
     assert m.method == "graph" and m.calls_per_sample >= 10

@@ -54,6 +54,14 @@ FRAME_SPIN_MS = 0.005
 FRAME_GRAPH_SPINS = 20
 #: Rounding of event times: a frame cost this close to a bound of its range is at that bound.
 FRAME_COST_SLACK_MS = 1e-6
+#: Warm-up added to a call the power cap throttles by the end of its warm-up: on an H100 a full
+#: queue of bf16 matmuls ran at boost clock until the cap brought the clock down 0.4-1.2 s in, and
+#: 1 s runs read 5% apart by whether they sampled before it (docs/measurement.md, "Precision").
+POWER_CAP_WARMUP_S = 1.0
+#: The NVML clock-event reason (measure.device names) of the power cap.
+POWER_CAP = "sw_power_cap"
+#: Calls of one warm-up, at most.
+MAX_WARMUP_CALLS = 10_000
 
 
 def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | None = None) -> bool:
@@ -121,23 +129,31 @@ class CudaTimer:
 
         Sets `self.long_call` (over 10 ms a call: fewer calibration calls). The host waits for the
         device after calls 1, 2, 4, ... 64 and every 64th after, so warm-up lasts at most about twice
-        its time however long a call is."""
+        its time however long a call is. A call the power cap throttles by then is warmed up
+        POWER_CAP_WARMUP_S longer, so that its samples see the capped clock they would in a loop."""
         host: list[float] = []
         started = time.perf_counter()
-        deadline = started + self.config.warmup_s
-        while len(host) < 2 or (time.perf_counter() < deadline and len(host) < 10_000):
-            t = time.perf_counter()
-            self.fn()
-            host.append(time.perf_counter() - t)
-            n = len(host)
-            if n & (n - 1) == 0 or n % 64 == 0:  # a full launch queue would also inflate host times
-                self.torch.cuda.synchronize()
+        self._warm(self.config.warmup_s, host)
+        if POWER_CAP in read_clocks(self.index).throttle:
+            self._warm(POWER_CAP_WARMUP_S, host)
         self.torch.cuda.synchronize()
         self.long_call = (time.perf_counter() - started) / len(host) > 0.01
         # A stall can only lengthen a launch, so a low quantile of the warm calls (the first one
         # compiles) is its cost; a median of two calls made one descheduled call a 12 ms launch.
         warm = sorted(host[1:])
         return warm[len(warm) // 4] * 1e3
+
+    def _warm(self, seconds: float, host: list[float]) -> None:
+        """Call fn for `seconds` (at least twice, at most MAX_WARMUP_CALLS calls in all), adding each
+        call's host enqueue time to `host`."""
+        deadline = time.perf_counter() + seconds
+        while len(host) < 2 or (time.perf_counter() < deadline and len(host) < MAX_WARMUP_CALLS):
+            t = time.perf_counter()
+            self.fn()
+            host.append(time.perf_counter() - t)
+            n = len(host)
+            if n & (n - 1) == 0 or n % 64 == 0:  # a full launch queue would also inflate host times
+                self.torch.cuda.synchronize()
 
     def _pending_ms(self) -> float:
         """Time the device stays busy after the measured stream finished one call (other streams' work).
