@@ -24,7 +24,7 @@ from .core.noise import log_spread
 from .core.units import parse_percent
 from .core.verdict import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
 from .core.versions import recorded_version, timing_epoch
-from .store.baseline import MAX_DRIFT, BaselineError, alike, baseline_path
+from .store.baseline import MAX_DRIFT, BaselineError, alike, baseline_path, how_measured
 from .store.peak_cache import DEFAULT_CACHE_DIR
 
 EXIT_OK = 0
@@ -81,13 +81,10 @@ def _cmd_compare(args) -> int:
     unlike = sorted(k for k in old_map.keys() & new_map.keys() if k not in differ and not alike(old_map[k], new_map[k]))
     if unlike:
         first = unlike[0]
-
-        def how(rec: dict) -> str:
-            return f"{rec.get('method')}, {rec.get('cache')} L2"
-
+        (old_method, old_cache), (new_method, new_cache) = how_measured(old_map[first]), how_measured(new_map[first])
         print(f"gpuperf: note: {len(unlike)} test(s) were timed with different methods or cache modes on the two "
-              f"sides (e.g. {first}: {how(old_map[first])} in {args.old}, {how(new_map[first])} in {args.new}); "
-              f"their changes include that of the method", file=sys.stderr)
+              f"sides (e.g. {first}: {old_method}, {old_cache} L2 in {args.old}, {new_method}, {new_cache} L2 in "
+              f"{args.new}); their changes include that of the method", file=sys.stderr)
     recorded = {}  # without --threshold: the per-test threshold the plugin recorded, else the default
     if threshold is None:
         for key, rec in new_map.items():

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from ..core.records import CacheMode, Method
 from . import calibration as calibration_mod
 from .calibration import Calibration, gc_paused, low, pad_ms
-from .device import SEVERE_THROTTLE, read_clocks
+from .device import POWER_CAP, SEVERE_THROTTLE, read_clocks
 from .host_pace import LAUNCH_BOUND_RATIO, HostPace, spin_each_ms, spin_gpu_ms
 from .measurement import CaptureFailure, Measurement, TimingConfig, should_stop, tensor_bytes
 
@@ -58,8 +58,6 @@ FRAME_COST_SLACK_MS = 1e-6
 #: queue of bf16 matmuls ran at boost clock until the cap brought the clock down 0.4-1.2 s in, and
 #: 1 s runs read 5% apart by whether they sampled before it (docs/measurement.md, "Precision").
 POWER_CAP_WARMUP_S = 1.0
-#: The NVML clock-event reason (measure.device names) of the power cap.
-POWER_CAP = "sw_power_cap"
 #: Calls of one warm-up, at most.
 MAX_WARMUP_CALLS = 10_000
 
@@ -425,6 +423,7 @@ class CudaTimer:
         gpu_ms = self._gpu_ms(flush, host_ms)
         flush_ms = self._flush_ms(flush)
         self._read_clocks()
+        calls = graph_calls(gpu_ms)  # per sample, if a graph times it
         if pending > max(PENDING_TOLERANCE_MS, PENDING_FRACTION * gpu_ms):
             self.warnings.append(
                 f"work was still running {pending:.3f} ms after the measured stream finished: the callable "
@@ -433,8 +432,7 @@ class CudaTimer:
             samples, batches = self._sample(self.fn, host_ms, gpu_ms + pending, 1, flush, sync=True)
             gap_ms = 0.0  # a synchronize per sample: the gap is the least of what a sample adds
         elif graph_timed(gpu_ms, call_host_ms, flush_ms, flush is not None, self.prefer,
-                         room=self._free_bytes() >= graph_calls(gpu_ms) * peak):
-            calls = graph_calls(gpu_ms)
+                         room=self._free_bytes() >= calls * peak):
             graph = self._capture(self.fn, calls)
             if not isinstance(graph, CaptureFailure):
                 method = Method.GRAPH.value

@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+#: The name of the power cap's clock-event reason.
+POWER_CAP = "sw_power_cap"
 # NVML clock-event reasons that mean the clocks are held down by something other than the load.
 _THROTTLE_NAMES = {
-    "SwPowerCap": "sw_power_cap",
+    "SwPowerCap": POWER_CAP,
     "HwSlowdown": "hw_slowdown",
     "HwThermalSlowdown": "hw_thermal",
     "SwThermalSlowdown": "sw_thermal",

@@ -138,7 +138,7 @@ def _with_median(entry: dict, median_ms: float) -> dict:
     return entry_from_result(out)
 
 
-def _how(entry: dict) -> tuple[str, str]:
+def how_measured(entry: dict) -> tuple[str, str]:
     """How an entry was measured: (timing method, cache mode); medians measured differently differ."""
     return str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown")
 
@@ -166,7 +166,7 @@ def with_history(newest: dict, history: list[float], legacy_drift: float | None 
 
 def alike(a: dict, b: dict) -> bool:
     """Were two entries measured alike (method, cache and timing version), so their medians compare?"""
-    return _how(a) == _how(b) and timing_epoch(a) == timing_epoch(b)
+    return how_measured(a) == how_measured(b) and timing_epoch(a) == timing_epoch(b)
 
 
 def combine(recordings: list[tuple[str, dict[str, dict]]],
@@ -202,12 +202,12 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
         # A stored entry of this gpuperf's timing counts once per median in its history, an outdated one once.
         counts = collections.Counter()
         for _, e in recs:
-            counts[_how(e)] += len(medians(e)) if version_note(e) is None else 1
-        how = max(reversed([_how(e) for _, e in recs]), key=lambda h: counts[h])
-        label, newest = next((lb, e) for lb, e in reversed(recs) if _how(e) == how)
-        same_how = [e for _, e in recs if _how(e) == how]
+            counts[how_measured(e)] += len(medians(e)) if version_note(e) is None else 1
+        how = max(reversed([how_measured(e) for _, e in recs]), key=lambda h: counts[h])
+        label, newest = next((lb, e) for lb, e in reversed(recs) if how_measured(e) == how)
+        same_how = [e for _, e in recs if how_measured(e) == how]
         if len(same_how) < len(recs):
-            others = sorted({"/".join(_how(e)) for _, e in recs if _how(e) != how})
+            others = sorted({"/".join(how_measured(e)) for _, e in recs if how_measured(e) != how})
             notes.append(f"{name}: measured {', '.join(others)} (method/cache) in some recordings and "
                          f"{'/'.join(how)} in most: only the {'/'.join(how)} ones are combined")
         same = [e for e in same_how if alike(e, newest)]
@@ -432,7 +432,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
                     continued = [before] if before and alike(before, entry) else []  # the recordings it extends
                     history = [m for e in continued + [entry] for m in medians(e)]
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
-                    legacy = entry.get("drift") or (before.get("drift") if before and _how(before) == _how(entry) else None)
+                    legacy = entry.get("drift") or (before.get("drift") if before and how_measured(before) == how_measured(entry) else None)
                     peaks = [p for e in continued + [entry] for p in memory_peaks(e)]
                     entries[name] = with_history(entry, history, legacy, peaks)
             merged = dict(previous) if keep_others else {}
