@@ -4,7 +4,7 @@ Each side is one or more medians of the test, one per process: a baseline entry'
 (`history`), this run's median, or the rounds of one side of an A/B run. The change is the ratio of
 the two sides' centers; the noise bound is the change that the test's run-to-run spread (learned from
 both sides' medians with a prior, `core.noise`) and this run's own sampling error can explain. A
-test's threshold is at least the prior's smallest meaningful change over its median (0.5 µs against
+test's threshold is at least the prior's smallest meaningful change over its median (1.25 µs against
 a stored baseline, 0.05 µs in an A/B run), so a kernel of a few microseconds is held to a change it
 can show.
 
