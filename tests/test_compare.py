@@ -343,6 +343,9 @@ def test_a_microsecond_kernel_is_held_to_a_change_it_can_show():
     # and a 17.6 µs attention backward (several kernels) 18.8 µs against nine on a host of another type
     tight = rec(9.66e-3, history=[9.6657e-3, 9.63264e-3, 9.6783e-3])
     assert judge(tight, rec(10.103e-3, ci=(10.09e-3, 10.11e-3)), 0.05).time != "slower"
+    # what such a test can detect is the floor's share of it, not its far smaller noise bound
+    v = judge(tight, rec(9.66e-3, ci=(9.65e-3, 9.67e-3)), 0.05)
+    assert v.noise_bound < 0.06 and v.detectable == pytest.approx(1.25e-3 / v.base_ms)
     nine = rec(17.63e-3, history=[17.68e-3, 17.628e-3, 17.561e-3, 17.982e-3, 17.596e-3, 17.503e-3, 17.852e-3,
                                   17.334e-3, 17.534e-3])
     assert judge(nine, rec(18.793e-3, ci=(18.788e-3, 18.798e-3)), 0.05).time == "same"

@@ -419,8 +419,11 @@ def test_compare_lines_show_detects_and_what_the_unsure_could_see():
     lines = report_table.compare_lines(verdicts, old, new)
     header = next(line for line in lines if line.lstrip().startswith("param"))
     assert "detects" in header and "noise ±" not in header
-    assert column(lines, "detects") == {p: f"{verdicts[f't.py::test_k[{p}]'].noise_bound * 100:.1f}%"
+    assert column(lines, "detects") == {p: f"{verdicts[f't.py::test_k[{p}]'].detectable * 100:.1f}%"
                                         for p in "abcd"}
+    # past the noise bound and the threshold: the 1 ms test's bound (3.0%) is under its 5%
+    d = verdicts["t.py::test_k[d]"]
+    assert d.noise_bound < 0.05 and d.detectable == pytest.approx(0.05)
     unsure = [v for v in verdicts.values() if v.time == "unsure"]
     assert len(unsure) == 3 and all(v.noise_bound > v.threshold for v in unsure)
     bounds = sorted(v.noise_bound for v in unsure)

@@ -84,6 +84,7 @@ class Result:
     memory_change: float | None = field(default=None, metadata=_json(19, judged=True))
     noise_bound: float | None = field(default=None, metadata=_json(20, judged=True))
     fixed_bound: float | None = field(default=None, metadata=_json(21, judged=True))
+    detects: float | None = field(default=None, metadata=_json(32, judged=True))  # Verdict.detectable
     message: str | None = field(default=None, metadata=_json(23, judged=True))
     regression: bool | None = field(default=None, metadata={"judged": True})
 

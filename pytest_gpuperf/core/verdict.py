@@ -81,6 +81,15 @@ class Verdict:
     #: the share of the threshold a real change may fall short of it and still count (the prior's)
     margin: float = 0.0
 
+    @property
+    def detectable(self) -> float | None:
+        """The smallest slowdown this comparison would call `slower` (see `beyond`): past the noise
+        bound and, less the margin, the threshold a test is held to (its smallest meaningful change
+        included). None where no bound was computed."""
+        if self.noise_bound is None:
+            return None
+        return max(self.noise_bound, self.threshold - min(self.noise_bound, self.margin * self.threshold))
+
 
 def relative_halfwidth(record: dict) -> float:
     """Relative half-width of the 95% confidence interval of this record's median."""

@@ -109,6 +109,7 @@ class GpuBenchmark:
             result.verdict, result.memory_verdict = verdict.time, verdict.memory
             result.change, result.memory_change = verdict.change, verdict.memory_change
             result.noise_bound, result.fixed_bound = verdict.noise_bound, verdict.fixed_bound
+            result.detects = verdict.detectable
             result.message = verdict.message
             result.regression = verdict_mod.is_regression(verdict)
         perf.store_peaks()

@@ -190,7 +190,7 @@ def device_line(device: dict | None) -> str:
 COLUMNS = (  # header, width, align
     ("median", 10, ">"),
     ("±noise", 7, ">"),
-    ("detects", 7, ">"),  # a judged test's smallest detectable change: its noise bound
+    ("detects", 7, ">"),  # a judged test's smallest detectable change (Verdict.detectable)
     ("runs", 4, ">"),  # an unjudged entry's recordings, from which the gate learns its spread (gpuperf show)
     ("GB/s", 7, ">"),
     ("TFLOP/s", 7, ">"),
@@ -201,9 +201,9 @@ COLUMNS = (  # header, width, align
 )
 
 
-def detects_text(noise_bound: float | None) -> str:
-    """A test's smallest detectable change (its noise bound) as a percentage; '-' when not judged."""
-    return fmt_pct(None if noise_bound is None else noise_bound * 100)
+def detects_text(detects: float | None) -> str:
+    """A test's smallest detectable change (`Verdict.detectable`) as a percentage; '-' when not judged."""
+    return fmt_pct(None if detects is None else detects * 100)
 
 
 def runs_text(r: dict) -> str:
@@ -220,7 +220,7 @@ def cells_of(r: dict) -> list[str]:
     return [
         fmt_ms(as_number(r.get("median_ms"))),
         "-" if noise is None else f"{noise * 100:.1f}%",
-        detects_text(as_number(r.get("noise_bound"))),
+        detects_text(as_number(r.get("detects") if r.get("detects") is not None else r.get("noise_bound"))),
         runs_text(r),
         fmt_rate(r.get("gbps")),
         fmt_rate(r.get("tflops")),

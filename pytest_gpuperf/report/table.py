@@ -80,7 +80,7 @@ def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], wi
             if v.memory_change is not None and mem:
                 mem = fmt_change(v.memory_change)
             cells = (fmt_ms(v.base_ms) if v.base_ms else "-", fmt_ms(v.now_ms) if v.now_ms else "-",
-                     fmt_change(v.change), "" if v.noise_bound is None else detects_text(v.noise_bound),
+                     fmt_change(v.change), "" if v.noise_bound is None else detects_text(v.detectable),
                      mem)
             line = "  " + f"{middle_truncate(label, param_w):<{param_w}}"
             line += "".join(f"  {c:>{w}}" for c, w in zip(cells, widths))
