@@ -450,7 +450,8 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
         v = verdicts[nodeid]
         results.append(dict(record, baseline=old.get(nodeid), verdict=v.time, memory_verdict=v.memory,
                             change=v.change, memory_change=v.memory_change, noise_bound=v.noise_bound,
-                            fixed_bound=v.fixed_bound, detects=v.detectable, message=v.message, regression=is_regression(v)))
+                            fixed_bound=v.fixed_bound, detects=v.detectable, message=v.message,
+                            regression=is_regression(v)))
     note = f"incomplete run: {incomplete}" if incomplete else None
     if note:
         say(f"gpuperf ab: {note}")
