@@ -25,8 +25,8 @@ def test_summarize_order_statistics_and_robust_noise() -> None:
 def test_ci_comes_from_batch_medians_when_there_are_enough() -> None:
     samples = [1.0] * 300  # no spread inside any batch ...
     drifting = [1.0, 1.02, 0.98, 1.03, 0.97]  # ... but the batches drift (clocks, power)
-    assert ci_relative(summarize(samples)) == 0.0
-    half = ci_relative(summarize(samples, drifting))
+    assert ci_relative(samples) == 0.0
+    half = ci_relative(samples, drifting)
     assert half == pytest.approx(2.78 * 0.02549509756796392 / math.sqrt(5), rel=1e-3)
 
 
@@ -35,15 +35,15 @@ def test_one_disturbed_batch_does_not_widen_the_ci_but_a_settling_trend_does() -
     # H100 softmax batches: seven agree within 0.2%, one was interrupted
     disturbed = [0.0577, 0.0577, 0.0580, 0.0731, 0.0573, 0.0573, 0.0577, 0.0576]
     calm = [m for m in disturbed if m < 0.07]
-    assert ci_relative(summarize(samples, disturbed)) == pytest.approx(ci_relative(summarize(samples, calm)))
-    assert ci_relative(summarize(samples, disturbed)) < 0.005
+    assert ci_relative(samples, disturbed) == pytest.approx(ci_relative(samples, calm))
+    assert ci_relative(samples, disturbed) < 0.005
     # a matmul whose batches were still settling: no single outlier, so every batch counts
     settling = [0.2086, 0.2033, 0.1997, 0.1950, 0.1972, 0.1941, 0.1929, 0.1897, 0.1878, 0.1880, 0.1864]
-    half = ci_relative(summarize([0.194] * 400, settling))
+    half = ci_relative([0.194] * 400, settling)
     assert half == pytest.approx(2.23 * statistics.stdev(settling) / math.sqrt(11) / 0.194, rel=1e-3)
     # four batches are too few to call one of them disturbed
     few = [0.0577, 0.0577, 0.0731, 0.0576]
-    assert ci_relative(summarize(samples, few)) > 0.05
+    assert ci_relative(samples, few) > 0.05
 
 
 def test_cpu_functions_are_timed_with_the_host_clock_in_batches(virtual_clock) -> None:
@@ -264,14 +264,52 @@ def test_sim_a_call_sampled_back_to_back_that_cannot_be_captured_keeps_events(si
     assert m.median_ms == pytest.approx(0.05, rel=0.02)
 
 
-@pytest.mark.parametrize("capped", [False, True])
-def test_sim_a_call_the_power_cap_throttles_is_warmed_up_until_the_cap_settles(sim, monkeypatch, capped) -> None:
-    """A power-capped GPU runs a new load at boost clock for up to a second before the cap brings it
-    down: a call NVML reports capped at the end of its warm-up is warmed up a second longer."""
+def _clock_reads(sim, monkeypatch, states):
+    """NVML read as `states` say, each read costing the host 1 ms (a slow NVML), the last state
+    repeated; returns the device's idle ms between sampling batches, filled in after the run."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+
+    reads = iter(states)
+    last = [states[0]]
+
+    def read(index):
+        sim.clock.advance(0.001)
+        last[0] = next(reads, last[0])
+        return last[0]
+
+    monkeypatch.setattr(timing, "read_clocks", read)
+    idle: list[float] = []
+    sampling = [False]
+    launch, sample = sim.launch, timing.CudaTimer._sample
+
+    def launch_and_count(ms, host_ms=0.0, node_gap_ms=None):
+        if sampling[0] and sim.capturing is None:
+            idle.append(max(sim.now_ms() + host_ms - sim.free_at, 0.0))
+        launch(ms, host_ms, node_gap_ms)
+
+    def sample_and_count(self, *args, **kwargs):
+        sampling[0] = True
+        try:
+            return sample(self, *args, **kwargs)
+        finally:
+            sampling[0] = False
+
+    monkeypatch.setattr(sim, "launch", launch_and_count)
+    monkeypatch.setattr(timing.CudaTimer, "_sample", sample_and_count)
+    return idle
+
+
+@pytest.mark.parametrize("clock_mhz, loaded", [(1965, False), (1400, True)])
+def test_sim_a_call_the_power_cap_holds_down_is_warmed_longer_and_sampled_in_an_unbroken_loop(
+        sim, monkeypatch, clock_mhz, loaded) -> None:
+    """NVML keeps the power cap's reason set after the load that raised it, so the reason at boost
+    clock changes nothing. With the clock held down, the call is warmed up a second longer, and
+    calls queued after each batch keep the device busy while the host reads it (here 1 ms per NVML
+    read), as a loop would: the pauses had let the cap raise the clock."""
     from pytest_gpuperf.measure import cuda_timer as timing
     from pytest_gpuperf.measure.device import ClockState
 
-    monkeypatch.setattr(timing, "read_clocks", lambda index: ClockState(1700, ["sw_power_cap"] if capped else []))
+    idle = _clock_reads(sim, monkeypatch, [ClockState(clock_mhz, ["sw_power_cap"], 1980)])
     calls = []
     kernel = sim.kernel(0.25, host_ms=0.15)
 
@@ -280,7 +318,23 @@ def test_sim_a_call_the_power_cap_throttles_is_warmed_up_until_the_cap_settles(s
         kernel()
 
     m = _run(sim, fn)
-    assert (len(calls) * 0.25e-3 > timing.POWER_CAP_WARMUP_S) is capped  # the calls' GPU seconds
+    assert m.loaded is loaded
+    assert (len(calls) * 0.25e-3 > timing.POWER_CAP_WARMUP_S) is loaded  # the calls' GPU seconds
+    assert m.median_ms == pytest.approx(0.25, rel=0.05)
+    gaps = len(m.batch_medians) - 1  # between sampled batches (the settling batch absorbs the first)
+    between = sum(idle[1:])
+    assert between < 0.01 * gaps if loaded else between >= 0.99 * gaps  # unloaded, each waits 1 ms for the host
+
+
+def test_sim_a_call_the_power_cap_holds_down_only_while_sampled_starts_its_samples_again(sim, monkeypatch) -> None:
+    """The cap can engage a second into a load, after a short warm-up ended: the samples taken at the
+    clock before it are dropped, and the call is warmed and sampled again as above."""
+    from pytest_gpuperf.measure.device import ClockState
+
+    boost, held = ClockState(1980, [], 1980), ClockState(1400, ["sw_power_cap"], 1980)
+    _clock_reads(sim, monkeypatch, [boost] * 3 + [held])
+    m = _run(sim, sim.kernel(0.25, host_ms=0.15))
+    assert m.loaded and m.throttle == ["sw_power_cap"]
     assert m.median_ms == pytest.approx(0.25, rel=0.05)
 
 

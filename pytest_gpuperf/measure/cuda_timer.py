@@ -11,7 +11,7 @@ from typing import Any, Callable
 from ..core.records import CacheMode, Method
 from . import calibration as calibration_mod
 from .calibration import Calibration, gc_paused, low, pad_ms
-from .device import POWER_CAP, SEVERE_THROTTLE, read_clocks
+from .device import SEVERE_THROTTLE, ClockState, read_clocks
 from .host_pace import LAUNCH_BOUND_RATIO, HostPace, spin_each_ms, spin_gpu_ms
 from .measurement import CaptureFailure, Measurement, TimingConfig, should_stop, tensor_bytes
 
@@ -54,10 +54,15 @@ FRAME_SPIN_MS = 0.005
 FRAME_GRAPH_SPINS = 20
 #: Rounding of event times: a frame cost this close to a bound of its range is at that bound.
 FRAME_COST_SLACK_MS = 1e-6
-#: Warm-up added to a call the power cap throttles by the end of its warm-up: on an H100 a full
-#: queue of bf16 matmuls ran at boost clock until the cap brought the clock down 0.4-1.2 s in, and
-#: 1 s runs read 5% apart by whether they sampled before it (docs/measurement.md, "Precision").
+#: Warm-up added once the power cap holds a call's clock down: on an H100 a full queue of bf16
+#: matmuls ran at boost clock until the cap brought the clock down 0.13-1.2 s in, and 1 s runs read
+#: 5% apart by whether they sampled before it (docs/measurement.md, "Power cap").
 POWER_CAP_WARMUP_S = 1.0
+#: Device time queued after each batch of a power-capped call while the host reads it, the first
+#: time; then FILL_FACTOR times the longest such host gap seen. Idle between batches raised an H100's
+#: capped clock from ~1400 to 1700-1965 MHz, and its bf16 matmul read 10% under an unbroken loop.
+FILL_FIRST_MS = 2.0
+FILL_FACTOR = 2.0
 #: Calls of one warm-up, at most.
 MAX_WARMUP_CALLS = 10_000
 
@@ -117,6 +122,8 @@ class CudaTimer:
         self.clocks: list[int] = []
         self.throttle: set[str] = set()
         self.long_call = False
+        self.loaded = False  # samples taken in an unbroken loop (_hold_power_cap)
+        self._batch_done: float | None = None  # host clock when the last batch's samples had run
 
     # -- calibration -------------------------------------------------------------------------
     def _event(self):
@@ -127,19 +134,27 @@ class CudaTimer:
 
         Sets `self.long_call` (over 10 ms a call: fewer calibration calls). The host waits for the
         device after calls 1, 2, 4, ... 64 and every 64th after, so warm-up lasts at most about twice
-        its time however long a call is. A call the power cap throttles by then is warmed up
-        POWER_CAP_WARMUP_S longer, so that its samples see the capped clock they would in a loop."""
+        its time however long a call is. Then `_settle_power`."""
         host: list[float] = []
         started = time.perf_counter()
         self._warm(self.config.warmup_s, host)
-        if POWER_CAP in read_clocks(self.index).throttle:
-            self._warm(POWER_CAP_WARMUP_S, host)
+        capped = read_clocks(self.index).power_limited  # with the last calls still running
         self.torch.cuda.synchronize()
         self.long_call = (time.perf_counter() - started) / len(host) > 0.01
+        if capped:
+            self._hold_power_cap()
         # A stall can only lengthen a launch, so a low quantile of the warm calls (the first one
         # compiles) is its cost; a median of two calls made one descheduled call a 12 ms launch.
         warm = sorted(host[1:])
         return warm[len(warm) // 4] * 1e3
+
+    def _hold_power_cap(self) -> None:
+        """The power cap holds this call's clock down: warm it POWER_CAP_WARMUP_S longer, so the cap
+        settles, and take its samples in an unbroken loop (`self.loaded`): the clock it then holds is
+        the one a program calling it in a loop gets, not one raised by the harness's pauses."""
+        self.loaded = True
+        self._warm(POWER_CAP_WARMUP_S, [])
+        self.torch.cuda.synchronize()
 
     def _warm(self, seconds: float, host: list[float]) -> None:
         """Call fn for `seconds` (at least twice, at most MAX_WARMUP_CALLS calls in all), adding each
@@ -193,21 +208,24 @@ class CudaTimer:
         """Busy the GPU long enough for the host to queue what follows, so no launch gap is timed."""
         self.torch.cuda._sleep(int(pad_ms(host_ms) * self.cal.spin_rate(self.torch, self.index)))
 
-    def _read_clocks(self) -> None:
+    def _read_clocks(self) -> ClockState:
         state = read_clocks(self.index)
         if state.sm_clock_mhz:
             self.clocks.append(state.sm_clock_mhz)
         self.throttle.update(state.throttle)
+        return state
 
     def _batch(self, body: Callable[[], None], n: int, host_ms: float, flush, sync: bool,
-               each_ms: float = 0.0, stamps: list[float] | None = None) -> list[float]:
+               each_ms: float = 0.0, stamps: list[float] | None = None, fill: int = 0) -> list[float]:
         """n samples of [flush][start][body][end] queued behind a spin; raw event times in ms.
 
         `host_ms`: host time to queue one sample (the head spin covers two). `each_ms` > 0: a spin
         before every sample covering that much host time, where queuing a sample takes the host
         longer than the device needs to run one: a spin at the head of the batch would be eaten
         after a few samples, and the device would idle between the rest. `stamps`, if given,
-        receives the host clock as each of the first QUEUE_PROBE samples starts to be queued."""
+        receives the host clock as each of the first QUEUE_PROBE samples starts to be queued.
+        `fill`: untimed calls of body queued after the samples, which the host does not wait for:
+        the device stays busy while the host reads this batch and queues the next."""
         torch = self.torch
         events = [(self._event(), self._event()) for _ in range(n)]
         with gc_paused():
@@ -224,7 +242,13 @@ class CudaTimer:
                 if sync:
                     torch.cuda.synchronize()
                 end.record()
-            torch.cuda.synchronize()
+            for _ in range(fill):
+                body()
+            if fill:
+                events[-1][1].synchronize()
+            else:
+                torch.cuda.synchronize()
+        self._batch_done = time.perf_counter()
         return [b.elapsed_time(e) for b, e in events]
 
     def _frame(self, flush) -> tuple[float, float]:
@@ -303,15 +327,21 @@ class CudaTimer:
         samples: list[float] = []
         batch_medians: list[float] = []
         pace = HostPace(each_ms, est_ms, flush_ms, adapt=not sync)
+        fill_ms = FILL_FIRST_MS
 
         def next_batch() -> list[float] | None:
             """One batch's raw times, or None when the host fell behind the spins ahead of samples."""
+            nonlocal fill_ms
+            if self._batch_done is not None:  # the host's time between two batches
+                fill_ms = max(fill_ms, FILL_FACTOR * (time.perf_counter() - self._batch_done) * 1e3)
             spin_ms = spin_gpu_ms(pace.each_ms)
             per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + spin_ms + 0.005))))
+            fill = min(2000, math.ceil(min(fill_ms, self.config.batch_s * 1e3) / est_ms)) if self.loaded and not sync else 0
             stamps: list[float] = []
-            raw = self._batch(body, per_batch, host_ms, flush, sync, pace.each_ms, stamps=stamps)
+            raw = self._batch(body, per_batch, host_ms, flush, sync, pace.each_ms, stamps=stamps, fill=fill)
             return raw if pace.keep(stamps) else None
 
+        self._batch_done = None
         next_batch()  # settling (module docstring)
         started = time.perf_counter()
         while not should_stop(samples, batch_medians, self.config, started):
@@ -321,7 +351,10 @@ class CudaTimer:
             batch = [max((t - overhead - gap_ms) / divisor, 0.0) for t in raw]
             samples.extend(batch)
             batch_medians.append(statistics.median(batch))
-            self._read_clocks()
+            if self._read_clocks().power_limited and not self.loaded:  # the cap engaged only now
+                self._hold_power_cap()
+                samples, batch_medians, started = [], [], time.perf_counter()
+                self._batch_done = None
         self.warnings.extend(pace.warnings)
         return samples, batch_medians
 
@@ -455,5 +488,5 @@ class CudaTimer:
             samples, method, calls, self.config.cache, batches, flushed=flush is not None, value=value,
             peak_memory_bytes=peak,
             node_gap_ms=gap_ms, sm_clock_mhz=int(statistics.median(self.clocks)) if self.clocks else None,
-            throttle=sorted(self.throttle), warnings=self.warnings,
+            throttle=sorted(self.throttle), loaded=self.loaded, warnings=self.warnings,
         )

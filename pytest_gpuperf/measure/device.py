@@ -15,6 +15,10 @@ from typing import Any
 
 #: The name of the power cap's clock-event reason.
 POWER_CAP = "sw_power_cap"
+#: The power cap holds a call's clock down when its reason is set and the SM clock is below this
+#: share of the maximum: NVML keeps the reason set after the load that raised it (an idle H100 read
+#: it at 1965 of 1980 MHz), while capped loads ran at 1275-1845 MHz.
+POWER_LIMITED_SHARE = 0.97
 # NVML clock-event reasons that mean the clocks are held down by something other than the load.
 _THROTTLE_NAMES = {
     "SwPowerCap": POWER_CAP,
@@ -86,6 +90,13 @@ class ClockState:
 
     sm_clock_mhz: int | None = None
     throttle: list[str] = field(default_factory=list)
+    max_sm_clock_mhz: int | None = None
+
+    @property
+    def power_limited(self) -> bool:
+        """Is the power cap holding the SM clock down (POWER_LIMITED_SHARE)?"""
+        return (POWER_CAP in self.throttle and bool(self.sm_clock_mhz and self.max_sm_clock_mhz)
+                and self.sm_clock_mhz < POWER_LIMITED_SHARE * self.max_sm_clock_mhz)
 
 
 def read_clocks(index: int | None) -> ClockState:
@@ -97,7 +108,7 @@ def read_clocks(index: int | None) -> ClockState:
         return ClockState()
     import pynvml
 
-    state = ClockState()
+    state = ClockState(max_sm_clock_mhz=_max_sm_clock(index))
     try:
         state.sm_clock_mhz = int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
         reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
@@ -107,6 +118,18 @@ def read_clocks(index: int | None) -> ClockState:
         if reasons & getattr(pynvml, f"nvmlClocksEventReason{nvml_name}", 0):
             state.throttle.append(name)
     return state
+
+
+@functools.cache
+def _max_sm_clock(index: int) -> int | None:
+    """Device `index`'s maximum SM clock in MHz (None where NVML refuses it)."""
+    import pynvml
+
+    handle = _nvml_handle(index)
+    try:
+        return int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
+    except Exception:  # noqa: BLE001 - some virtualised GPUs refuse clock queries
+        return None
 
 
 def _mig_suffix(index: int, sm_count: int, memory_gib: float) -> str:

@@ -54,6 +54,7 @@ class Measurement:
     peak_memory_bytes: int | None = None
     sm_clock_mhz: int | None = None
     throttle: list[str] = field(default_factory=list)
+    loaded: bool = False  # sampled in an unbroken loop: the power cap held the clock (cuda_timer.py)
     warnings: list[str] = field(default_factory=list)
     node_gap_ms: float = 0.0  # subtracted from each sample (node_gap.py)
     wall_s: float = 0.0  # total time spent in measure(), warm-up and calibration included
@@ -111,4 +112,4 @@ def should_stop(samples: list[float], batch_medians: list[float], config: Timing
         return True
     if len(samples) < config.min_samples or len(batch_medians) < config.min_batches:
         return False
-    return ci_relative(summarize(samples, batch_medians)) <= config.precision
+    return ci_relative(samples, batch_medians) <= config.precision

@@ -114,6 +114,8 @@ def entry_from_result(result: dict) -> dict:
     for key in _INT_KEYS:
         if _is_number(entry.get(key)):
             entry[key] = int(round(entry[key]))
+    if entry.get("loaded") is not True:  # stored only where it holds
+        entry.pop("loaded", None)
     return entry
 
 
