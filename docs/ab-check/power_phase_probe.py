@@ -4,7 +4,9 @@
 4096 (3 s of settling load, then 10 measurements of 1 s), with NVML read every 5 ms in a thread.
 Prints per run when its warm-up, calibration and sampling ran, each batch's median and the SM clock
 the timer read after it, and the trace's clock and power-cap flag through the sampling, so that a run at boost can be placed.
+With FILL_FIRST_MS set, the timer's first fill (device time queued after each batch) is that many ms.
 """
+import os
 import statistics
 import threading
 import time
@@ -15,7 +17,7 @@ from pytest_gpuperf.measure import cuda_timer
 from pytest_gpuperf.measure.device import POWER_CAP, read_clocks
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
-N, RUNS, SETTLE_S, EVERY_S = 4096, 10, 3.0, 0.005
+N, RUNS, SETTLE_S, EVERY_S = 4096, int(os.environ.get("RUNS", 10)), 3.0, 0.005
 INDEX = torch.cuda.current_device()
 trace: list[tuple[float, int, bool]] = []
 phases: list[tuple[str, float]] = []
@@ -49,6 +51,53 @@ def keep(self, *args, **kwargs):
 
 
 cuda_timer.CudaTimer.__init__ = keep
+if "FILL_FIRST_MS" in os.environ:
+    cuda_timer.FILL_FIRST_MS = float(os.environ["FILL_FIRST_MS"])
+batches: list[tuple[int, int]] = []  # (samples, untimed calls after them) of each batch
+batch = cuda_timer.CudaTimer._batch
+
+
+def count(self, body, n, *args, fill=0, **kwargs):
+    batches.append((n, fill))
+    return batch(self, body, n, *args, fill=fill, **kwargs)
+
+
+cuda_timer.CudaTimer._batch = count
+made: list = []  # every event the timer makes, in order (a batch's are begin, end, begin, end, ...)
+event = cuda_timer.CudaTimer._event
+
+
+def keep_event(self):
+    made.append(event(self))
+    return made[-1]
+
+
+cuda_timer.CudaTimer._event = keep_event
+pads: list[float] = []  # host ms each spin the timer queued covers
+pad = cuda_timer.CudaTimer._pad
+
+
+def count_pad(self, host_ms):
+    pads.append(host_ms)
+    return pad(self, host_ms)
+
+
+cuda_timer.CudaTimer._pad = count_pad
+
+
+def device_gaps(sampled, per_call_ms):
+    """(GPU ms between batches less their untimed calls, GPU ms inside batches not in a sample), from
+    the events of the sampled batches."""
+    tail = made[-2 * sum(n for n, _ in sampled):]
+    pairs = list(zip(tail[0::2], tail[1::2]))
+    between, inside, i = [], 0.0, 0
+    for k, (n, fill) in enumerate(sampled):
+        own = pairs[i:i + n]
+        inside += own[0][0].elapsed_time(own[-1][1]) - sum(b.elapsed_time(e) for b, e in own)
+        if k + 1 < len(sampled):
+            between.append(own[-1][1].elapsed_time(pairs[i + n][0]) - fill * per_call_ms)
+        i += n
+    return between, inside
 cuda_timer.CudaTimer._warmup = timed("warmup", cuda_timer.CudaTimer._warmup)
 cuda_timer.CudaTimer._sample = timed("sample", cuda_timer.CudaTimer._sample)
 
@@ -64,6 +113,9 @@ while time.perf_counter() < deadline:
     torch.cuda.synchronize()
 for i in range(RUNS):
     phases.clear()
+    batches.clear()
+    made.clear()
+    pads.clear()
     start = time.perf_counter()
     m = measure(fn, TimingConfig(budget_s=1.0))
     end = time.perf_counter()
@@ -71,6 +123,14 @@ for i in range(RUNS):
     ws, we, ss, se = (p[k] - t0 for k in ("warmup start", "warmup end", "sample start", "sample end"))
     print(f"run {i + 1:2} median {m.median_ms * 1e3:7.2f} us clock {m.sm_clock_mhz} | warm-up {ws:6.2f}-{we:6.2f} "
           f"sampling {ss:6.2f}-{se:6.2f} end {end - t0:6.2f} s | throttle {m.throttle} loaded {m.loaded}")
+    sampled = batches[-len(m.batch_medians) - 1:]  # and the settling batch
+    busy = sum(n + fill for n, fill in sampled) * m.median_ms / 1e3
+    print(f"   sampling: {len(sampled)} batches, {sum(n for n, _ in sampled)} samples and "
+          f"{sum(f for _, f in sampled)} untimed calls, device busy ~{busy / (se - ss):.0%} of {se - ss:.2f} s")
+    between, inside = device_gaps(sampled, m.median_ms)
+    print(f"   device between batches, less their untimed calls: median {statistics.median(between):.2f} ms, "
+          f"total {sum(between):.1f} ms; inside batches outside samples {inside:.1f} ms; {len(pads)} spins "
+          f"covering median {statistics.median(pads) if pads else 0:.3f} ms of host time")
     clocks = timers[-1].clocks
     print("   batches (us @ MHz after): " + ", ".join(
         f"{bm * 1e3:.1f}@{c}" for bm, c in zip(m.batch_medians, clocks[len(clocks) - len(m.batch_medians):])))
