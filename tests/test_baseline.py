@@ -53,6 +53,13 @@ def test_entry_from_result_keeps_only_entry_keys():
     assert e["tflops"] is None
 
 
+def test_an_entry_says_loaded_only_where_it_was():
+    """`loaded` (sampled in an unbroken loop under the power cap) is stored only where it holds, so the
+    entries of calls the cap never held down stay as they were."""
+    assert "loaded" not in bl.entry_from_result(result("t.py::test_x[a]", 0.5))
+    assert bl.entry_from_result(dict(result("t.py::test_x[a]", 0.5), loaded=True))["loaded"] is True
+
+
 def test_load_missing_file_is_none(tmp_path):
     assert bl.load(tmp_path / "nope.yaml") is None
     assert bl.load(tmp_path / "nope.yaml", "some-key") is None

@@ -155,6 +155,16 @@ def test_clock_and_throttle_are_mentioned():
     assert "SM clock 1980 -> 1600 MHz" in v.message and "sw_thermal" in v.message
 
 
+def test_a_side_sampled_in_an_unbroken_loop_is_mentioned_and_judged_as_any_other():
+    """The loop moved power-capped medians within their recorded spread (docs/measurement.md), so
+    the verdict stands; the message says which side the cap held down."""
+    base, now = rec(1.0), rec(1.2, loaded=True)
+    v = judge(base, now, 0.05)
+    assert v.time == judge(base, rec(1.2), 0.05).time
+    assert "only this run was sampled in an unbroken loop" in v.message
+    assert "unbroken loop" not in judge(rec(1.0, loaded=True), now, 0.05).message
+
+
 def test_judge_all_and_is_suspect():
     out = compare.judge_all({"a": rec(1.0), "b": rec(1.0)}, {"b": rec(1.2), "c": rec(1.0)}, 0.05,
                             thresholds={"b": 0.5})

@@ -18,8 +18,6 @@ Verdicts (for time; memory uses the same words):
            threshold (a threshold-sized slowdown could not have been seen)
   same     otherwise
   new      no baseline entry;  missing: a baseline entry that was not run
-A side sampled in an unbroken loop (`loaded`: the power cap held its clock) is never judged slower
-or faster than one that was not: their clocks differ by the harness, not the code.
 The noise bound is also each test's smallest detectable change, which the reports show.
 """
 
@@ -82,8 +80,6 @@ class Verdict:
     fixed_bound: float | None = None
     #: the share of the threshold a real change may fall short of it and still count (the prior's)
     margin: float = 0.0
-    #: False where one side was sampled in an unbroken loop and the other not (`loaded`): at most unsure
-    comparable: bool = True
 
     @property
     def detectable(self) -> float | None:
@@ -228,9 +224,6 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
         time = "unsure"
     else:
         time = "same"
-    loaded = bool(base.get("loaded")), bool(now.get("loaded"))
-    if loaded[0] != loaded[1] and time in ("slower", "faster"):
-        time = "unsure"  # the power cap held one side's clock in a loop, the other's between pauses
 
     sides = f"{pooled.n_base} vs {pooled.n_now} runs, " if pooled.n_base > 1 or pooled.n_now > 1 else ""
     parts = [
@@ -243,10 +236,9 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
             parts.append("the change is within the noise")
         else:
             parts.append("the noise is larger than the threshold, so a threshold-sized change could not be seen")
-    if loaded[0] != loaded[1]:
-        parts.append(f"{'the baseline' if loaded[0] else 'this run'} was sampled in an unbroken loop, the "
-                     "power cap holding the clock, and the other was not: not judged slower or faster "
-                     "(record the baseline again with this gpuperf)")
+    if bool(base.get("loaded")) != bool(now.get("loaded")):
+        parts.append(f"only {'the baseline' if base.get('loaded') else 'this run'} was sampled in an unbroken "
+                     "loop (the power cap held its clock down)")
     clk_b, clk_n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
@@ -256,7 +248,7 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
-                   pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1])
+                   pooled.bound(_sampling_sd(base)), prior.margin_share)
 
 
 def beyond(change: float, bound: float, threshold: float, margin: float = 0.0) -> bool:
@@ -278,7 +270,7 @@ def is_suspect(v: Verdict) -> bool:
     exceeds its threshold stays unsure however often it is measured, and is not re-measured."""
     if v.time == "slower" or v.memory == "slower":
         return True
-    if v.time != "unsure" or v.change is None or not v.comparable:
+    if v.time != "unsure" or v.change is None:
         return False
     fixed = v.fixed_bound if v.fixed_bound is not None else 0.0
     return v.change > fixed and v.change + min(v.change, v.margin * v.threshold) >= v.threshold

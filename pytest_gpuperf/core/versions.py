@@ -8,18 +8,16 @@ from .records import CacheMode, Method
 
 
 class TimingChange(NamedTuple):
-    """What one timing version changed: the methods, and the cache modes (None: all), whose samples it
-    moved, and whether only those of power-capped calls."""
+    """What one timing version changed: the methods, and the cache modes (None: all), whose samples it moved."""
 
     methods: tuple[str, ...]
     text: str
     caches: tuple[str, ...] | None = None
-    loaded_only: bool = False  # it moved only results sampled in an unbroken loop (the `loaded` key)
 
 
 #: The version this gpuperf measures with. A change names the methods (and cache modes) whose
 #: samples it moved; results of the others compare across it.
-TIMING_VERSION = 8
+TIMING_VERSION = 7
 CUDA_METHODS = (Method.EVENTS.value, Method.GRAPH.value, Method.QUEUED.value, Method.DEVICE_SYNC.value)
 TIMING_CHANGES = {
     2: TimingChange(
@@ -52,12 +50,6 @@ TIMING_CHANGES = {
         "test collection runs on the session's stream too: large kernels launched at collection on another "
         "stream (such as a conftest's dry run of the tests) left every graph node the tests later replayed "
         "~0.17 µs longer, so a call of one kernel read ~0.35 µs high on an H100"),
-    8: TimingChange(
-        CUDA_METHODS,
-        "a call whose clock the power cap holds down is sampled in an unbroken loop (calls queued while the host "
-        "reads each batch): the harness's pauses had let the cap raise the clock, and a bf16 matmul read 5-10% "
-        "under the same call in a loop on an H100",
-        loaded_only=True),
 }
 
 
@@ -75,8 +67,7 @@ def _changed(version: int, entry: dict) -> bool:
     """Whether timing version `version` moved the samples of an entry's method (assumed so for an
     entry that does not say how it was timed)."""
     change, method, cache = TIMING_CHANGES[version], entry.get("method"), entry.get("cache")
-    return ((not method or method in change.methods) and (not cache or change.caches is None or cache in change.caches)
-            and (not change.loaded_only or entry.get("loaded") is True))
+    return (not method or method in change.methods) and (not cache or change.caches is None or cache in change.caches)
 
 
 def timing_epoch(entry: dict) -> int | None:
