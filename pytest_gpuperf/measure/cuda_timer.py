@@ -134,7 +134,7 @@ class CudaTimer:
 
         Sets `self.long_call` (over 10 ms a call: fewer calibration calls). The host waits for the
         device after calls 1, 2, 4, ... 64 and every 64th after, so warm-up lasts at most about twice
-        its time however long a call is. Then `_settle_power`."""
+        its time however long a call is. A call the power cap holds down then `_hold_power_cap`s."""
         host: list[float] = []
         started = time.perf_counter()
         self._warm(self.config.warmup_s, host)
@@ -336,7 +336,8 @@ class CudaTimer:
                 fill_ms = max(fill_ms, FILL_FACTOR * (time.perf_counter() - self._batch_done) * 1e3)
             spin_ms = spin_gpu_ms(pace.each_ms)
             per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + spin_ms + 0.005))))
-            fill = min(2000, math.ceil(min(fill_ms, self.config.batch_s * 1e3) / est_ms)) if self.loaded and not sync else 0
+            fill_calls = math.ceil(min(fill_ms, self.config.batch_s * 1e3) / est_ms)
+            fill = min(2000, fill_calls) if self.loaded and not sync else 0
             stamps: list[float] = []
             raw = self._batch(body, per_batch, host_ms, flush, sync, pace.each_ms, stamps=stamps, fill=fill)
             return raw if pace.keep(stamps) else None
