@@ -299,9 +299,10 @@ def _clock_reads(sim, monkeypatch, states):
     return idle
 
 
+@pytest.mark.parametrize("host_ms, cache, method", [(0.15, "warm", "graph"), (0.01, "cold", "events")])
 @pytest.mark.parametrize("clock_mhz, loaded", [(1965, False), (1400, True)])
 def test_sim_a_call_the_power_cap_holds_down_is_warmed_longer_and_sampled_in_an_unbroken_loop(
-        sim, monkeypatch, clock_mhz, loaded) -> None:
+        sim, monkeypatch, clock_mhz, loaded, host_ms, cache, method) -> None:
     """NVML keeps the power cap's reason set after the load that raised it, so the reason at boost
     clock changes nothing. With the clock held down, the call is warmed up a second longer, and
     calls queued after each batch keep the device busy while the host reads it (here 1 ms per NVML
@@ -311,14 +312,14 @@ def test_sim_a_call_the_power_cap_holds_down_is_warmed_longer_and_sampled_in_an_
 
     idle = _clock_reads(sim, monkeypatch, [ClockState(clock_mhz, ["sw_power_cap"], 1980)])
     calls = []
-    kernel = sim.kernel(0.25, host_ms=0.15)
+    kernel = sim.kernel(0.25, host_ms=host_ms)
 
     def fn() -> None:
         calls.append(1)
         kernel()
 
-    m = _run(sim, fn)
-    assert m.loaded is loaded
+    m = _run(sim, fn, cache=cache)
+    assert m.loaded is loaded and m.method == method
     assert (len(calls) * 0.25e-3 > timing.POWER_CAP_WARMUP_S) is loaded  # the calls' GPU seconds
     assert m.median_ms == pytest.approx(0.25, rel=0.05)
     gaps = len(m.batch_medians) - 1  # between sampled batches (the settling batch absorbs the first)
