@@ -155,14 +155,20 @@ def test_clock_and_throttle_are_mentioned():
     assert "SM clock 1980 -> 1600 MHz" in v.message and "sw_thermal" in v.message
 
 
-def test_a_side_sampled_in_an_unbroken_loop_is_mentioned_and_judged_as_any_other():
-    """The loop moved power-capped medians within their recorded spread (docs/measurement.md), so
-    the verdict stands; the message says which side the cap held down."""
-    base, now = rec(1.0), rec(1.2, loaded=True)
+def test_a_side_sampled_in_an_unbroken_loop_is_at_most_unsure_against_one_that_was_not():
+    """The loop moved a power-capped bf16 matmul from 190.0 to 201.5 µs on an H100
+    (docs/measurement.md, "Power cap"): a side sampled between the harness's pauses ran at a clock
+    the cap raised. Such a pair is never slower or faster, and is not re-measured."""
+    from pytest_gpuperf.core.verdict import is_suspect
+
+    base, now = rec(0.190, history=[0.1888, 0.1922, 0.1886, 0.1889, 0.1896]), rec(0.2015, loaded=True)
+    assert judge(base, rec(0.2015), 0.05).time == "slower"
     v = judge(base, now, 0.05)
-    assert v.time == judge(base, rec(1.2), 0.05).time
+    assert v.time == "unsure" and not is_suspect(v)
     assert "only this run was sampled in an unbroken loop" in v.message
-    assert "unbroken loop" not in judge(rec(1.0, loaded=True), now, 0.05).message
+    assert judge(rec(1.0, loaded=True), rec(0.5), 0.05).time == "unsure"
+    both = judge(dict(base, loaded=True), now, 0.05)
+    assert both.time == "slower" and "unbroken loop" not in both.message
 
 
 def test_judge_all_and_is_suspect():

@@ -264,8 +264,8 @@ def test_sim_a_call_sampled_back_to_back_that_cannot_be_captured_keeps_events(si
     assert m.median_ms == pytest.approx(0.05, rel=0.02)
 
 
-def _clock_reads(sim, monkeypatch, states):
-    """NVML read as `states` say, each read costing the host 1 ms (a slow NVML), the last state
+def _clock_reads(sim, monkeypatch, states, read_ms=1.0):
+    """NVML read as `states` say, each read costing the host `read_ms` (a slow NVML), the last state
     repeated; returns the device's idle ms between sampling batches, filled in after the run."""
     from pytest_gpuperf.measure import cuda_timer as timing
 
@@ -273,7 +273,7 @@ def _clock_reads(sim, monkeypatch, states):
     last = [states[0]]
 
     def read(index):
-        sim.clock.advance(0.001)
+        sim.clock.advance(read_ms / 1e3)
         last[0] = next(reads, last[0])
         return last[0]
 
@@ -336,7 +336,36 @@ def test_sim_a_call_the_power_cap_holds_down_only_while_sampled_starts_its_sampl
     _clock_reads(sim, monkeypatch, [boost] * 3 + [held])
     m = _run(sim, sim.kernel(0.25, host_ms=0.15))
     assert m.loaded and m.throttle == ["sw_power_cap"]
-    assert m.median_ms == pytest.approx(0.25, rel=0.05)
+    assert m.sm_clock_mhz == 1400  # the readings of the dropped batches went with them
+    assert len(m.batch_medians) >= 5 and m.median_ms == pytest.approx(0.25, rel=0.05)
+
+
+def test_sim_the_untimed_calls_grow_to_cover_a_host_slower_than_the_first_guess(sim, monkeypatch) -> None:
+    """An 8 ms NVML read outlasts the first fill (FILL_FIRST_MS): the device idles once, before the
+    second batch, and the fill covers every gap after it."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+    from pytest_gpuperf.measure.device import ClockState
+
+    idle = _clock_reads(sim, monkeypatch, [ClockState(1400, ["sw_power_cap"], 1980)], read_ms=8.0)
+    m = _run(sim, sim.kernel(0.25, host_ms=0.01))
+    assert m.loaded and len(m.batch_medians) >= 3
+    gaps = [t for t in idle[1:] if t > 0.01]
+    assert len(gaps) == 1 and gaps[0] == pytest.approx(8.0 - timing.FILL_FIRST_MS, abs=0.5)
+
+
+def test_sim_a_capped_call_that_waits_for_other_streams_is_not_sampled_in_a_loop(sim, monkeypatch) -> None:
+    """A call timed with a device synchronize in every sample cannot run in a loop: warmed longer, it
+    is not `loaded`."""
+    from pytest_gpuperf.measure.device import ClockState
+
+    _clock_reads(sim, monkeypatch, [ClockState(1400, ["sw_power_cap"], 1980)])
+
+    def fn() -> None:
+        sim.launch(0.25, host_ms=0.01)
+        sim.launch_on_side_stream(1.0)
+
+    m = _run(sim, fn)
+    assert m.method == "device-sync" and not m.loaded
 
 
 def test_sim_the_same_call_on_a_warm_cache_is_launch_bound(sim) -> None:

@@ -18,6 +18,8 @@ Verdicts (for time; memory uses the same words):
            threshold (a threshold-sized slowdown could not have been seen)
   same     otherwise
   new      no baseline entry;  missing: a baseline entry that was not run
+A side sampled in an unbroken loop because the power cap held its clock down (`loaded`) is at most
+unsure against one that was not: the harness's pauses, not the code, set the other side's clock.
 The noise bound is also each test's smallest detectable change, which the reports show.
 """
 
@@ -80,6 +82,8 @@ class Verdict:
     fixed_bound: float | None = None
     #: the share of the threshold a real change may fall short of it and still count (the prior's)
     margin: float = 0.0
+    #: False where only one side was sampled in an unbroken loop (`loaded`): then at most unsure
+    comparable: bool = True
 
     @property
     def detectable(self) -> float | None:
@@ -224,6 +228,9 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
         time = "unsure"
     else:
         time = "same"
+    loaded = bool(base.get("loaded")), bool(now.get("loaded"))
+    if loaded[0] != loaded[1] and time in ("slower", "faster"):
+        time = "unsure"  # the cap held one side's clock in a loop, the other's between the harness's pauses
 
     sides = f"{pooled.n_base} vs {pooled.n_now} runs, " if pooled.n_base > 1 or pooled.n_now > 1 else ""
     parts = [
@@ -236,9 +243,9 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
             parts.append("the change is within the noise")
         else:
             parts.append("the noise is larger than the threshold, so a threshold-sized change could not be seen")
-    if bool(base.get("loaded")) != bool(now.get("loaded")):
-        parts.append(f"only {'the baseline' if base.get('loaded') else 'this run'} was sampled in an unbroken "
-                     "loop (the power cap held its clock down)")
+    if loaded[0] != loaded[1]:
+        parts.append(f"only {'the baseline' if loaded[0] else 'this run'} was sampled in an unbroken loop (the "
+                     "power cap held its clock down), so it is not judged slower or faster: record it again")
     clk_b, clk_n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
@@ -248,7 +255,7 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
-                   pooled.bound(_sampling_sd(base)), prior.margin_share)
+                   pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1])
 
 
 def beyond(change: float, bound: float, threshold: float, margin: float = 0.0) -> bool:
@@ -270,7 +277,7 @@ def is_suspect(v: Verdict) -> bool:
     exceeds its threshold stays unsure however often it is measured, and is not re-measured."""
     if v.time == "slower" or v.memory == "slower":
         return True
-    if v.time != "unsure" or v.change is None:
+    if v.time != "unsure" or v.change is None or not v.comparable:
         return False
     fixed = v.fixed_bound if v.fixed_bound is not None else 0.0
     return v.change > fixed and v.change + min(v.change, v.margin * v.threshold) >= v.threshold

@@ -58,11 +58,13 @@ FRAME_COST_SLACK_MS = 1e-6
 #: matmuls ran at boost clock until the cap brought the clock down 0.13-1.2 s in, and 1 s runs read
 #: 5% apart by whether they sampled before it (docs/measurement.md, "Power cap").
 POWER_CAP_WARMUP_S = 1.0
-#: Device time queued after each batch of a power-capped call while the host reads it, the first
-#: time; then FILL_FACTOR times the longest such host gap seen. Idle between batches raised an H100's
-#: capped clock from ~1400 to 1700-1965 MHz, and its bf16 matmul read 10% under an unbroken loop.
-FILL_FIRST_MS = 2.0
+#: Device time queued after each batch of a power-capped call while the host reads it: at least
+#: FILL_FIRST_MS, and FILL_FACTOR times the longest of the last FILL_GAPS host gaps between batches
+#: (1.7 ms on an H100 host). Idle between batches raised an H100's capped clock from ~1400 to 1700-1965 MHz,
+#: and its bf16 matmul read 10% under an unbroken loop.
+FILL_FIRST_MS = 5.0
 FILL_FACTOR = 2.0
+FILL_GAPS = 3
 #: Calls of one warm-up, at most.
 MAX_WARMUP_CALLS = 10_000
 
@@ -150,8 +152,9 @@ class CudaTimer:
 
     def _hold_power_cap(self) -> None:
         """The power cap holds this call's clock down: warm it POWER_CAP_WARMUP_S longer, so the cap
-        settles, and take its samples in an unbroken loop (`self.loaded`): the clock it then holds is
-        the one a program calling it in a loop gets, not one raised by the harness's pauses."""
+        settles, and take its samples in an unbroken loop (`self.loaded`, where events or a graph time
+        it): the clock it then holds is the one a program calling it in a loop gets, not one raised by
+        the harness's pauses."""
         self.loaded = True
         self._warm(POWER_CAP_WARMUP_S, [])
         self.torch.cuda.synchronize()
@@ -327,17 +330,18 @@ class CudaTimer:
         samples: list[float] = []
         batch_medians: list[float] = []
         pace = HostPace(each_ms, est_ms, flush_ms, adapt=not sync)
-        fill_ms = FILL_FIRST_MS
+        gaps_ms: list[float] = []
 
         def next_batch() -> list[float] | None:
             """One batch's raw times, or None when the host fell behind the spins ahead of samples."""
-            nonlocal fill_ms
             if self._batch_done is not None:  # the host's time between two batches
-                fill_ms = max(fill_ms, FILL_FACTOR * (time.perf_counter() - self._batch_done) * 1e3)
+                gaps_ms.append((time.perf_counter() - self._batch_done) * 1e3)
             spin_ms = spin_gpu_ms(pace.each_ms)
             per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + spin_ms + 0.005))))
-            fill_calls = math.ceil(min(fill_ms, self.config.batch_s * 1e3) / est_ms)
-            fill = min(2000, fill_calls) if self.loaded and not sync else 0
+            fill = 0
+            if self.loaded and not sync and pace.each_ms == 0:  # a host that needs spins has no time to fill
+                fill_ms = max([FILL_FIRST_MS] + [FILL_FACTOR * gap for gap in gaps_ms[-FILL_GAPS:]])
+                fill = min(2000, int(min(fill_ms, self.config.batch_s * 1e3) / est_ms))  # none beside long calls
             stamps: list[float] = []
             raw = self._batch(body, per_batch, host_ms, flush, sync, pace.each_ms, stamps=stamps, fill=fill)
             return raw if pace.keep(stamps) else None
@@ -354,8 +358,10 @@ class CudaTimer:
             batch_medians.append(statistics.median(batch))
             if self._read_clocks().power_limited and not self.loaded:  # the cap engaged only now
                 self._hold_power_cap()
-                samples, batch_medians, started = [], [], time.perf_counter()
+                self.clocks.clear()  # read before the cap held the clock
                 self._batch_done = None
+                next_batch()  # settling, as at the start
+                samples, batch_medians, started = [], [], time.perf_counter()
         self.warnings.extend(pace.warnings)
         return samples, batch_medians
 
@@ -489,5 +495,6 @@ class CudaTimer:
             samples, method, calls, self.config.cache, batches, flushed=flush is not None, value=value,
             peak_memory_bytes=peak,
             node_gap_ms=gap_ms, sm_clock_mhz=int(statistics.median(self.clocks)) if self.clocks else None,
-            throttle=sorted(self.throttle), loaded=self.loaded, warnings=self.warnings,
+            throttle=sorted(self.throttle), warnings=self.warnings,
+            loaded=self.loaded and method in (Method.EVENTS.value, Method.GRAPH.value),
         )
