@@ -60,8 +60,8 @@ FRAME_COST_SLACK_MS = 1e-6
 POWER_CAP_WARMUP_S = 1.0
 #: Device time queued after each batch of a power-capped call while the host reads it: at least
 #: FILL_FIRST_MS, and FILL_FACTOR times the longest of the last FILL_GAPS host gaps between batches
-#: (1.7 ms on an H100 host). Idle between batches raised an H100's capped clock from ~1400 to 1700-1965 MHz,
-#: and its bf16 matmul read 10% under an unbroken loop.
+#: (1.7 ms on an H100 host). Idle between batches raised an H100's capped clock from ~1400 to
+#: 1700-1965 MHz, and its bf16 matmul read 10% under an unbroken loop.
 FILL_FIRST_MS = 5.0
 FILL_FACTOR = 2.0
 FILL_GAPS = 3
