@@ -120,6 +120,10 @@ def _settle(fn) -> None:
         torch.cuda.synchronize()
 
 
+def _run_line(m) -> str:
+    return f"{m.median_ms * 1e3:.2f} ({m.method}, {m.sm_clock_mhz} MHz{', loaded' if m.loaded else ''})"
+
+
 @pytest.mark.parametrize("make, allowed", PRECISION)
 def test_precision_of_repeated_medians(make, allowed: float, capsys) -> None:
     fn = make()
@@ -135,7 +139,7 @@ def test_precision_of_repeated_medians(make, allowed: float, capsys) -> None:
                  f"spread of 10 medians {spread:.2%} (do_bench {bench_spread:.2%}, median "
                  f"{statistics.median(bench) * 1e3:.2f} us)  samples/run {statistics.median(m.stats.samples for m in runs)}  "
                  f"wall/run {statistics.median(m.wall_s for m in runs):.2f}s, outside samples {overhead:.2f}s\n"
-                 f"    runs: {', '.join(f'{m.median_ms * 1e3:.2f} ({m.method}, {m.sm_clock_mhz} MHz)' for m in runs)}")
+                 f"    runs: {', '.join(_run_line(m) for m in runs)}")
     assert spread <= allowed
 
 

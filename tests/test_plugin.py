@@ -252,25 +252,25 @@ def test_entries_timed_with_another_timing_version_are_named_in_a_warning(suite:
 def test_a_recording_measures_the_way_its_stored_entry_was_even_without_a_comparison(
         suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """A recording timed another way than its entry would start the entry's history anew, so
-    `--gpuperf-save --gpuperf-no-compare` prefers the stored method as a comparing run does; a run
-    that neither compares nor saves does not."""
+    `--gpuperf-save --gpuperf-no-compare` prefers the stored method, and the stored power-cap
+    sampling (`loaded`), as a comparing run does; a run that neither compares nor saves does not."""
     from pytest_gpuperf.plugin import fixtures
 
     suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=2)
     path = next((suite.path / "baselines").glob("*.yaml"))
     stored = yaml.safe_load(path.read_text())
     for entry in stored["entries"].values():
-        entry["method"] = "events"
+        entry["method"], entry["loaded"] = "events", True
     preferred: list = []
     real = fixtures.measure
 
     def spy(*args, **kwargs):
-        preferred.append(kwargs.get("prefer"))
+        preferred.append((kwargs.get("prefer"), kwargs.get("loaded")))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(fixtures, "measure", spy)
-    for options, expected in ((["--gpuperf-save", "--gpuperf-no-compare"], "events"), ([], "events"),
-                              (["--gpuperf-no-compare"], None)):
+    for options, expected in ((["--gpuperf-save", "--gpuperf-no-compare"], ("events", True)),
+                              ([], ("events", True)), (["--gpuperf-no-compare"], (None, False))):
         preferred.clear()
         path.write_text(yaml.safe_dump(stored, sort_keys=False))  # the CPU's recording stores "cpu"
         suite.runpytest("--gpuperf", "--gpuperf-threshold", "99%", *options, *FAST).assert_outcomes(passed=2)

@@ -116,11 +116,11 @@ def sim(monkeypatch, virtual_clock):
     return SimDevice(virtual_clock, l2_bytes=525 << 20, read_bytes_per_ms=3e9)
 
 
-def _run(sim, fn, prefer=None, cache="cold"):
+def _run(sim, fn, prefer=None, cache="cold", loaded=False):
     from pytest_gpuperf.measure import cuda_timer as timing
 
     config = TimingConfig(cache=cache, budget_s=0.15, warmup_s=0.05, batch_s=0.01)
-    return timing.CudaTimer(fn, config, (), prefer, torch=sim.torch).run()
+    return timing.CudaTimer(fn, config, (), prefer, torch=sim.torch, loaded=loaded).run()
 
 
 @pytest.mark.parametrize("footprint_mib, flushed", [(1, True), (600, False)])
@@ -300,17 +300,19 @@ def _clock_reads(sim, monkeypatch, states, read_ms=1.0):
 
 
 @pytest.mark.parametrize("host_ms, cache, method", [(0.15, "warm", "graph"), (0.01, "cold", "events")])
-@pytest.mark.parametrize("clock_mhz, loaded", [(1965, False), (1400, True)])
+@pytest.mark.parametrize("clock_mhz, reasons, loaded, unbroken", [
+    (1965, [], False, False), (1965, ["sw_power_cap"], False, True), (1400, ["sw_power_cap"], True, True)])
 def test_sim_a_call_the_power_cap_holds_down_is_warmed_longer_and_sampled_in_an_unbroken_loop(
-        sim, monkeypatch, clock_mhz, loaded, host_ms, cache, method) -> None:
-    """NVML keeps the power cap's reason set after the load that raised it, so the reason at boost
-    clock changes nothing. With the clock held down, the call is warmed up a second longer, and
-    calls queued after each batch keep the device busy while the host reads it (here 1 ms per NVML
-    read), as a loop would: the pauses had let the cap raise the clock."""
+        sim, monkeypatch, clock_mhz, reasons, loaded, unbroken, host_ms, cache, method) -> None:
+    """With the clock held down, the call is warmed up a second longer, and calls queued after each
+    batch keep the device busy while the host reads it (here 1 ms per NVML read), as a loop would:
+    the pauses had let the cap raise the clock. NVML keeps the cap's reason set after the load that
+    raised it: at boost clock the reason alone fills the pauses (the cap may engage later), without
+    the longer warm-up or `loaded`."""
     from pytest_gpuperf.measure import cuda_timer as timing
     from pytest_gpuperf.measure.device import ClockState
 
-    idle = _clock_reads(sim, monkeypatch, [ClockState(clock_mhz, ["sw_power_cap"], 1980)])
+    idle = _clock_reads(sim, monkeypatch, [ClockState(clock_mhz, reasons, 1980)])
     calls = []
     kernel = sim.kernel(0.25, host_ms=host_ms)
 
@@ -324,7 +326,28 @@ def test_sim_a_call_the_power_cap_holds_down_is_warmed_longer_and_sampled_in_an_
     assert m.median_ms == pytest.approx(0.25, rel=0.05)
     gaps = len(m.batch_medians) - 1  # between sampled batches (the settling batch absorbs the first)
     between = sum(idle[1:])
-    assert between < 0.01 * gaps if loaded else between >= 0.99 * gaps  # unloaded, each waits 1 ms for the host
+    assert between < 0.01 * gaps if unbroken else between >= 0.99 * gaps  # else each waits 1 ms for the host
+
+
+def test_sim_a_call_whose_baseline_was_loaded_is_sampled_loaded_at_boost_clock(sim, monkeypatch) -> None:
+    """The cap engages up to a second into a load, and pauses between batches can keep it from ever
+    engaging: a call whose baseline was sampled loaded is warmed longer and sampled in an unbroken
+    loop whatever its warm-up's clock, so both sides of a comparison are sampled alike."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+    from pytest_gpuperf.measure.device import ClockState
+
+    idle = _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980)])
+    calls = []
+    kernel = sim.kernel(0.25, host_ms=0.01)
+
+    def fn() -> None:
+        calls.append(1)
+        kernel()
+
+    m = _run(sim, fn, loaded=True)
+    assert m.loaded and m.method == "events" and m.throttle == []
+    assert len(calls) * 0.25e-3 > timing.POWER_CAP_WARMUP_S  # the calls' GPU seconds
+    assert sum(idle[1:]) < 0.01 * (len(m.batch_medians) - 1)
 
 
 def test_sim_a_call_the_power_cap_holds_down_only_while_sampled_starts_its_samples_again(sim, monkeypatch) -> None:

@@ -58,7 +58,7 @@ FRAME_COST_SLACK_MS = 1e-6
 #: matmuls ran at boost clock until the cap brought the clock down 0.13-1.2 s in, and 1 s runs read
 #: 5% apart by whether they sampled before it (docs/measurement.md, "Power cap").
 POWER_CAP_WARMUP_S = 1.0
-#: Device time queued after each batch of a power-capped call while the host reads it: at least
+#: Device time queued after each batch of a call sampled unbroken while the host reads it: at least
 #: FILL_FIRST_MS, and FILL_FACTOR times the longest of the last FILL_GAPS host gaps between batches
 #: (1.7 ms on an H100 host). Idle between batches raised an H100's capped clock from ~1400 to
 #: 1700-1965 MHz, and its bf16 matmul read 10% under an unbroken loop.
@@ -109,7 +109,7 @@ class CudaTimer:
     """One CUDA measurement: warm-up and calibration, method choice, then batches of samples."""
 
     def __init__(self, fn: Callable[[], Any], config: TimingConfig, inputs: Any, prefer: str | None,
-                 torch: Any = None, calibration: Calibration | None = None) -> None:
+                 torch: Any = None, calibration: Calibration | None = None, loaded: bool = False) -> None:
         if torch is None:  # tests pass a simulated device (tests/sim_cuda.py)
             import torch
 
@@ -124,7 +124,9 @@ class CudaTimer:
         self.clocks: list[int] = []
         self.throttle: set[str] = set()
         self.long_call = False
-        self.loaded = False  # samples taken in an unbroken loop (_hold_power_cap)
+        self.loaded = False  # the cap held this call: warmed longer, sampled unbroken (_hold_power_cap)
+        self.hold = loaded  # the baseline's samples were: hold the cap whatever the warm-up's clock
+        self.unbroken = False  # untimed calls fill the host's gaps between batches (_sample)
         self._batch_done: float | None = None  # host clock when the last batch's samples had run
 
     # -- calibration -------------------------------------------------------------------------
@@ -136,14 +138,18 @@ class CudaTimer:
 
         Sets `self.long_call` (over 10 ms a call: fewer calibration calls). The host waits for the
         device after calls 1, 2, 4, ... 64 and every 64th after, so warm-up lasts at most about twice
-        its time however long a call is. A call the power cap holds down then `_hold_power_cap`s."""
+        its time however long a call is. A call the power cap holds down, or whose baseline was sampled
+        loaded (`self.hold`), then `_hold_power_cap`s. Where the cap has acted at all, the call is
+        sampled `unbroken`: its warm-up can end before the cap engages (0.1-1.2 s into a load), and
+        pauses between batches can keep it from ever engaging."""
         host: list[float] = []
         started = time.perf_counter()
         self._warm(self.config.warmup_s, host)
-        capped = read_clocks(self.index).power_limited  # with the last calls still running
+        clocks = read_clocks(self.index)  # with the last calls still running
         self.torch.cuda.synchronize()
         self.long_call = (time.perf_counter() - started) / len(host) > 0.01
-        if capped:
+        self.unbroken = clocks.power_capped
+        if clocks.power_limited or self.hold:
             self._hold_power_cap()
         # A stall can only lengthen a launch, so a low quantile of the warm calls (the first one
         # compiles) is its cost; a median of two calls made one descheduled call a 12 ms launch.
@@ -155,7 +161,7 @@ class CudaTimer:
         settles, and take its samples in an unbroken loop (`self.loaded`, where events or a graph time
         it): the clock it then holds is the one a program calling it in a loop gets, not one raised by
         the harness's pauses."""
-        self.loaded = True
+        self.loaded = self.unbroken = True
         self._warm(POWER_CAP_WARMUP_S, [])
         self.torch.cuda.synchronize()
 
@@ -339,7 +345,7 @@ class CudaTimer:
             spin_ms = spin_gpu_ms(pace.each_ms)
             per_batch = max(1, min(2000, math.ceil(self.config.batch_s * 1e3 / (est_ms + flush_ms + spin_ms + 0.005))))
             fill = 0
-            if self.loaded and not sync and pace.each_ms == 0:  # a host that needs spins has no time to fill
+            if self.unbroken and not sync and pace.each_ms == 0:  # a host that needs spins has no time to fill
                 fill_ms = max([FILL_FIRST_MS] + [FILL_FACTOR * gap for gap in gaps_ms[-FILL_GAPS:]])
                 fill = min(2000, int(min(fill_ms, self.config.batch_s * 1e3) / est_ms))  # none beside long calls
             stamps: list[float] = []

@@ -93,9 +93,14 @@ class ClockState:
     max_sm_clock_mhz: int | None = None
 
     @property
+    def power_capped(self) -> bool:
+        """Has the power cap acted? NVML keeps its reason set at idle after the load that raised it."""
+        return POWER_CAP in self.throttle
+
+    @property
     def power_limited(self) -> bool:
         """Is the power cap holding the SM clock down (POWER_LIMITED_SHARE)?"""
-        return (POWER_CAP in self.throttle and bool(self.sm_clock_mhz and self.max_sm_clock_mhz)
+        return (self.power_capped and bool(self.sm_clock_mhz and self.max_sm_clock_mhz)
                 and self.sm_clock_mhz < POWER_LIMITED_SHARE * self.max_sm_clock_mhz)
 
 

@@ -83,11 +83,14 @@ class GpuBenchmark:
         # a recording timed another way would start the entry's history anew.
         planned = settings.plan.methods.get(self._item.nodeid) if settings.plan else None
         prefer = planned or ((stored or {}).get("method") if settings.compare or settings.save else None)
+        # Likewise its power-cap sampling: a capped call whose warm-up ended before the cap engaged
+        # would otherwise be sampled with pauses, at a clock the cap lets rise.
+        loaded = bool((stored or {}).get("loaded")) and (settings.compare or settings.save) and not planned
 
         first_medians: list[float] = []
 
         def run() -> tuple[dict, Measurement]:
-            measurement = measure(call, settings.timing, inputs=inputs, prefer=prefer,
+            measurement = measure(call, settings.timing, inputs=inputs, prefer=prefer, loaded=loaded,
                                   calibration=perf.calibration)
             for key in totals:
                 totals[key] += getattr(measurement, key)
