@@ -70,8 +70,9 @@ def _cmd_compare(args) -> int:
         print(f"gpuperf: note: comparing different devices: {args.old} is {old_dev.get('key')}, "
               f"{args.new} is {new_dev.get('key')}", file=sys.stderr)
     old_map, new_map = _by_id(old), _by_id(new)
-    differ = sorted(k for k in old_map.keys() & new_map.keys()
-                    if timing_epoch(old_map[k]) != timing_epoch(new_map[k]))
+    differ = sorted(k for k in old_map.keys() & new_map.keys()  # one version's two methods: `unlike` below
+                    if recorded_version(old_map[k]) != recorded_version(new_map[k])
+                    and timing_epoch(old_map[k]) != timing_epoch(new_map[k]))
     if differ:
         first = differ[0]
         print(f"gpuperf: note: {len(differ)} test(s) were timed with different timing versions on the two sides "

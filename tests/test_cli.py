@@ -278,6 +278,14 @@ def test_compare_says_when_its_sides_were_timed_with_different_methods(files, ca
     code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
     assert "3 test(s) were timed with different methods or cache modes" in err and "graph, cold L2 in" in err
     assert "timing versions" not in err
+    # one version whose changes moved events and graphs in different versions: still one version
+    from pytest_gpuperf.core.versions import TIMING_VERSION
+
+    for path, method in ((files["old"], "events"), (later, "graph")):
+        bl.save(path, DEVICE, SOFTWARE, {i: dict(entry(0.1, 256 << 20), method=method, timing=TIMING_VERSION)
+                                         for i in IDS})
+    code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
+    assert "3 test(s) were timed with different methods" in err and "timing versions" not in err
 
 
 def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):

@@ -171,6 +171,21 @@ def test_a_side_sampled_in_an_unbroken_loop_is_at_most_unsure_against_one_that_w
     assert both.time == "slower" and "unbroken loop" not in both.message
 
 
+def test_a_run_a_thermal_slowdown_held_down_is_not_judged_slower():
+    """An H100 at sw_thermal read three attention tests 6-10% slower at 1612-1650 MHz against
+    1732-1800 (docs/gate.md): the GPU ran slow, not the code. Faster stays faster, and a slowdown the
+    baseline shared is judged as any other."""
+    from pytest_gpuperf.core.verdict import is_suspect
+
+    base = rec(1.181, history=[1.18, 1.181, 1.183, 1.179, 1.182])
+    hot = judge(base, rec(1.253, throttle=["sw_power_cap", "sw_thermal"]), 0.05)
+    assert hot.time == "unsure" and not is_suspect(hot)
+    assert "sw_thermal slowdown held this run's clocks down" in hot.message
+    assert judge(base, rec(1.253, throttle=["sw_power_cap"]), 0.05).time == "slower"
+    assert judge(base, rec(1.0, throttle=["sw_thermal"]), 0.05).time == "faster"
+    assert judge(dict(base, throttle=["sw_thermal"]), rec(1.253, throttle=["sw_thermal"]), 0.05).time == "slower"
+
+
 def test_judge_all_and_is_suspect():
     out = compare.judge_all({"a": rec(1.0), "b": rec(1.0)}, {"b": rec(1.2), "c": rec(1.0)}, 0.05,
                             thresholds={"b": 0.5})

@@ -10,6 +10,11 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 
+#: NVML clock-event reasons of a thermal or hardware slowdown: the GPU, not the load, held the clocks
+#: down. A power cap under a heavy matmul is the card working as designed, so it is not one of them.
+SEVERE_THROTTLE = frozenset({"hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"})
+
+
 class CacheMode(enum.Enum):
     """The L2's state when a sample starts."""
 

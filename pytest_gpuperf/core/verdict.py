@@ -20,6 +20,8 @@ Verdicts (for time; memory uses the same words):
   new      no baseline entry;  missing: a baseline entry that was not run
 A side sampled in an unbroken loop because the power cap held its clock down (`loaded`) is at most
 unsure against one that was not: the harness's pauses, not the code, set the other side's clock.
+A run whose clocks a thermal or hardware slowdown held down (SEVERE_THROTTLE) that its baseline did
+not show is not judged slower either: the GPU, not the code, ran slow.
 The noise bound is also each test's smallest detectable change, which the reports show.
 """
 
@@ -32,6 +34,7 @@ from typing import TypeVar
 
 from . import noise
 from .noise import ACROSS_MACHINES, Prior
+from .records import SEVERE_THROTTLE
 from .spread import MEDIAN_SE_FACTOR
 from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent
 
@@ -82,7 +85,8 @@ class Verdict:
     fixed_bound: float | None = None
     #: the share of the threshold a real change may fall short of it and still count (the prior's)
     margin: float = 0.0
-    #: False where only one side was sampled in an unbroken loop (`loaded`): then at most unsure
+    #: False where only one side was sampled in an unbroken loop (`loaded`), or a slowdown the
+    #: baseline did not show held this run's clocks down: then at most unsure, and not re-measured
     comparable: bool = True
 
     @property
@@ -231,6 +235,10 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     loaded = bool(base.get("loaded")), bool(now.get("loaded"))
     if loaded[0] != loaded[1] and time in ("slower", "faster"):
         time = "unsure"  # the cap held one side's clock in a loop, the other's between the harness's pauses
+    slowed = sorted(_slowdowns(now) - _slowdowns(base))
+    held = bool(slowed) and time == "slower"
+    if held:
+        time = "unsure"
 
     sides = f"{pooled.n_base} vs {pooled.n_now} runs, " if pooled.n_base > 1 or pooled.n_now > 1 else ""
     parts = [
@@ -246,6 +254,9 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     if loaded[0] != loaded[1]:
         parts.append(f"only {'the baseline' if loaded[0] else 'this run'} was sampled in an unbroken loop (the "
                      "power cap held its clock down), so it is not judged slower or faster: record it again")
+    if held:
+        parts.append(f"a {', '.join(slowed)} slowdown held this run's clocks down and not the baseline's, so "
+                     "it is not judged slower: run it again on a cooler GPU")
     clk_b, clk_n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
@@ -255,7 +266,13 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
-                   pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1])
+                   pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1] and not held)
+
+
+def _slowdowns(record: dict) -> set[str]:
+    """The thermal and hardware slowdowns (SEVERE_THROTTLE) a record's measurement saw."""
+    throttle = record.get("throttle")
+    return SEVERE_THROTTLE & set(throttle) if isinstance(throttle, (list, tuple)) else set()
 
 
 def beyond(change: float, bound: float, threshold: float, margin: float = 0.0) -> bool:

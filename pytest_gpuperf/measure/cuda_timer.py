@@ -8,10 +8,10 @@ import statistics
 import time
 from typing import Any, Callable
 
-from ..core.records import CacheMode, Method
+from ..core.records import SEVERE_THROTTLE, CacheMode, Method
 from . import calibration as calibration_mod
 from .calibration import Calibration, gc_paused, low, pad_ms
-from .device import SEVERE_THROTTLE, ClockState, read_clocks
+from .device import ClockState, read_clocks
 from .host_pace import LAUNCH_BOUND_RATIO, HostPace, spin_each_ms, spin_gpu_ms
 from .measurement import CaptureFailure, Measurement, TimingConfig, should_stop, tensor_bytes
 

@@ -27,9 +27,6 @@ _THROTTLE_NAMES = {
     "SwThermalSlowdown": "sw_thermal",
     "HwPowerBrakeSlowdown": "hw_power_brake",
 }
-# Reasons worth a warning: thermal and hardware slowdowns. A power cap under a heavy matmul is the
-# card working as designed; it is recorded, not warned about.
-SEVERE_THROTTLE = frozenset({"hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"})
 
 
 def slug(text: str) -> str:
