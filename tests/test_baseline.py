@@ -125,6 +125,20 @@ def test_a_timing_that_is_no_version_is_refused(tmp_path, timing):
         bl.save(tmp_path / "b.yaml", DEVICE, SOFTWARE, {"t::a": dict(entries("t::a")["t::a"], timing=timing)})
 
 
+@pytest.mark.parametrize("key, value, message", [
+    ("throttle", "sw_thermal", "throttle must be a list"), ("throttle", [["x"]], "throttle must be a list"),
+    ("loaded", "false", "loaded must be true, false or absent")])
+def test_a_malformed_throttle_or_loaded_is_refused(tmp_path, key, value, message):
+    """Both decide verdicts (`core.verdict`): a hand-edited "false" would read as loaded."""
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
+    doc = yaml.safe_load(path.read_text())
+    doc["entries"]["t::a"][key] = value
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(bl.BaselineError, match=message):
+        bl.load(path, DEVICE["key"])
+
+
 def test_schema_example_from_design_loads(tmp_path):
     path = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
     path.write_text(textwrap.dedent("""\

@@ -329,14 +329,18 @@ def test_sim_a_call_the_power_cap_holds_down_is_warmed_longer_and_sampled_in_an_
     assert between < 0.01 * gaps if unbroken else between >= 0.99 * gaps  # else each waits 1 ms for the host
 
 
-def test_sim_a_call_whose_baseline_was_loaded_is_sampled_loaded_at_boost_clock(sim, monkeypatch) -> None:
+@pytest.mark.parametrize("after_hold, loaded", [(1980, False), (1400, True)])
+def test_sim_a_call_whose_baseline_was_loaded_is_warmed_longer_and_sampled_unbroken_at_boost_clock(
+        sim, monkeypatch, after_hold, loaded) -> None:
     """The cap engages up to a second into a load, and pauses between batches can keep it from ever
     engaging: a call whose baseline was sampled loaded is warmed longer and sampled in an unbroken
-    loop whatever its warm-up's clock, so both sides of a comparison are sampled alike."""
+    loop whatever its warm-up's clock, so both sides of a comparison are sampled alike. It is
+    `loaded` only if the cap holds it by the end of that longer warm-up."""
     from pytest_gpuperf.measure import cuda_timer as timing
     from pytest_gpuperf.measure.device import ClockState
 
-    idle = _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980)])
+    reasons = ["sw_power_cap"] if after_hold < 1900 else []
+    idle = _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980), ClockState(after_hold, reasons, 1980)])
     calls = []
     kernel = sim.kernel(0.25, host_ms=0.01)
 
@@ -345,9 +349,22 @@ def test_sim_a_call_whose_baseline_was_loaded_is_sampled_loaded_at_boost_clock(s
         kernel()
 
     m = _run(sim, fn, loaded=True)
-    assert m.loaded and m.method == "events" and m.throttle == []
+    assert m.loaded is loaded and m.method == "events"
     assert len(calls) * 0.25e-3 > timing.POWER_CAP_WARMUP_S  # the calls' GPU seconds
     assert sum(idle[1:]) < 0.01 * (len(m.batch_medians) - 1)
+
+
+def test_sim_a_cap_that_engages_while_a_call_is_sampled_unbroken_restarts_it_loaded(sim, monkeypatch) -> None:
+    """The cap's reason, left set by an earlier load, makes a call at boost clock fill the host's gaps
+    without the longer warm-up; when the cap then holds it down during sampling, the samples start
+    again, loaded."""
+    from pytest_gpuperf.measure.device import ClockState
+
+    boost, held = ClockState(1980, ["sw_power_cap"], 1980), ClockState(1400, ["sw_power_cap"], 1980)
+    _clock_reads(sim, monkeypatch, [boost] * 3 + [held])
+    m = _run(sim, sim.kernel(0.25, host_ms=0.01))
+    assert m.loaded and m.sm_clock_mhz == 1400  # the readings of the dropped batches went with them
+    assert len(m.batch_medians) >= 5 and m.median_ms == pytest.approx(0.25, rel=0.05)
 
 
 def test_sim_a_call_the_power_cap_holds_down_only_while_sampled_starts_its_samples_again(sim, monkeypatch) -> None:

@@ -20,8 +20,10 @@ Verdicts (for time; memory uses the same words):
   new      no baseline entry;  missing: a baseline entry that was not run
 A side sampled in an unbroken loop because the power cap held its clock down (`loaded`) is at most
 unsure against one that was not: the harness's pauses, not the code, set the other side's clock.
-A run whose clocks a thermal or hardware slowdown held down (SEVERE_THROTTLE) that its baseline did
-not show is not judged slower either: the GPU, not the code, ran slow.
+A run slowed by a thermal or hardware slowdown (SEVERE_THROTTLE) that its baseline did not show is
+not judged slower either, where its lower SM clock explains the change (its time scaled by the
+clock ratio would not be slower): the GPU, not the code, ran slow. It is re-measured, as any
+suspect, in case the GPU has cooled.
 The noise bound is also each test's smallest detectable change, which the reports show.
 """
 
@@ -85,8 +87,8 @@ class Verdict:
     fixed_bound: float | None = None
     #: the share of the threshold a real change may fall short of it and still count (the prior's)
     margin: float = 0.0
-    #: False where only one side was sampled in an unbroken loop (`loaded`), or a slowdown the
-    #: baseline did not show held this run's clocks down: then at most unsure, and not re-measured
+    #: False where only one side was sampled in an unbroken loop (`loaded`): then at most unsure,
+    #: and not re-measured
     comparable: bool = True
 
     @property
@@ -232,11 +234,14 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
         time = "unsure"
     else:
         time = "same"
-    loaded = bool(base.get("loaded")), bool(now.get("loaded"))
+    judged = time
+    loaded = base.get("loaded") is True, now.get("loaded") is True
     if loaded[0] != loaded[1] and time in ("slower", "faster"):
         time = "unsure"  # the cap held one side's clock in a loop, the other's between the harness's pauses
+    clk_b, clk_n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
     slowed = sorted(_slowdowns(now) - _slowdowns(base))
-    held = bool(slowed) and time == "slower"
+    held = time == "slower" and bool(slowed) and bool(clk_b and clk_n) and not beyond(
+        (1.0 + change) * clk_n / clk_b - 1.0, bound, threshold, prior.margin_share)  # the lower clock explains it
     if held:
         time = "unsure"
 
@@ -246,7 +251,7 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
         f" (threshold {threshold * 100:.3g}%, noise ±{bound * 100:.1f}%: {sides}run-to-run sd "
         f"{pooled.sigma * 100:.2f}%)"
     ]
-    if time == "unsure":
+    if judged == "unsure":
         if abs(change) > threshold:
             parts.append("the change is within the noise")
         else:
@@ -255,9 +260,8 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
         parts.append(f"only {'the baseline' if loaded[0] else 'this run'} was sampled in an unbroken loop (the "
                      "power cap held its clock down), so it is not judged slower or faster: record it again")
     if held:
-        parts.append(f"a {', '.join(slowed)} slowdown held this run's clocks down and not the baseline's, so "
-                     "it is not judged slower: run it again on a cooler GPU")
-    clk_b, clk_n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
+        parts.append(f"a {', '.join(slowed)} slowdown held this run's clocks down and not the baseline's, and "
+                     "the lower clock explains the change, so it is not judged slower: run it again on a cooler GPU")
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
     throttle = now.get("throttle")
@@ -266,13 +270,14 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
-                   pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1] and not held)
+                   pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1])
 
 
 def _slowdowns(record: dict) -> set[str]:
     """The thermal and hardware slowdowns (SEVERE_THROTTLE) a record's measurement saw."""
     throttle = record.get("throttle")
-    return SEVERE_THROTTLE & set(throttle) if isinstance(throttle, (list, tuple)) else set()
+    names = [throttle] if isinstance(throttle, str) else throttle if isinstance(throttle, (list, tuple)) else []
+    return SEVERE_THROTTLE & {name for name in names if isinstance(name, str)}
 
 
 def beyond(change: float, bound: float, threshold: float, margin: float = 0.0) -> bool:

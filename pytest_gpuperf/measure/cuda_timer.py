@@ -125,7 +125,7 @@ class CudaTimer:
         self.throttle: set[str] = set()
         self.long_call = False
         self.loaded = False  # the cap held this call: warmed longer, sampled unbroken (_hold_power_cap)
-        self.hold = loaded  # the baseline's samples were: hold the cap whatever the warm-up's clock
+        self.hold = loaded  # the baseline's call was: warm longer and sample unbroken whatever the clock
         self.unbroken = False  # untimed calls fill the host's gaps between batches (_sample)
         self._batch_done: float | None = None  # host clock when the last batch's samples had run
 
@@ -150,19 +150,21 @@ class CudaTimer:
         self.long_call = (time.perf_counter() - started) / len(host) > 0.01
         self.unbroken = clocks.power_capped
         if clocks.power_limited or self.hold:
-            self._hold_power_cap()
+            self._hold_power_cap(seen=clocks.power_limited)
         # A stall can only lengthen a launch, so a low quantile of the warm calls (the first one
         # compiles) is its cost; a median of two calls made one descheduled call a 12 ms launch.
         warm = sorted(host[1:])
         return warm[len(warm) // 4] * 1e3
 
-    def _hold_power_cap(self) -> None:
-        """The power cap holds this call's clock down: warm it POWER_CAP_WARMUP_S longer, so the cap
-        settles, and take its samples in an unbroken loop (`self.loaded`, where events or a graph time
-        it): the clock it then holds is the one a program calling it in a loop gets, not one raised by
-        the harness's pauses."""
-        self.loaded = self.unbroken = True
+    def _hold_power_cap(self, seen: bool) -> None:
+        """The power cap holds this call's clock down (`seen`), or held its baseline's: warm it
+        POWER_CAP_WARMUP_S longer, so the cap settles, and take its samples in an unbroken loop: the
+        clock it then holds is the one a program calling it in a loop gets, not one raised by the
+        harness's pauses. It is `loaded` (where events or a graph time it) if the cap was seen, or
+        holds it at the end of this warm-up: a call the cap no longer holds can leave that state."""
+        self.unbroken = True
         self._warm(POWER_CAP_WARMUP_S, [])
+        self.loaded = seen or read_clocks(self.index).power_limited  # with the last calls still running
         self.torch.cuda.synchronize()
 
     def _warm(self, seconds: float, host: list[float]) -> None:
@@ -363,7 +365,7 @@ class CudaTimer:
             samples.extend(batch)
             batch_medians.append(statistics.median(batch))
             if self._read_clocks().power_limited and not self.loaded:  # the cap engaged only now
-                self._hold_power_cap()
+                self._hold_power_cap(seen=True)
                 self.clocks.clear()  # read before the cap held the clock
                 self._batch_done = None
                 next_batch()  # settling, as at the start

@@ -85,7 +85,7 @@ class GpuBenchmark:
         prefer = planned or ((stored or {}).get("method") if settings.compare or settings.save else None)
         # Likewise its power-cap sampling: a capped call whose warm-up ended before the cap engaged
         # would otherwise be sampled with pauses, at a clock the cap lets rise.
-        loaded = bool((stored or {}).get("loaded")) and (settings.compare or settings.save) and not planned
+        loaded = (stored or {}).get("loaded") is True and (settings.compare or settings.save) and not planned
 
         first_medians: list[float] = []
 

@@ -246,6 +246,11 @@ def _entry_problem(entry: Any) -> str | None:
     peak = entry.get("peak")
     if peak is not None and not isinstance(peak, str):
         return f"peak must be the name of a measured peak (copy_gbps, bf16_tflops, ...) or null, got {peak!r}"
+    throttle = entry.get("throttle")
+    if throttle is not None and not (isinstance(throttle, list) and all(isinstance(t, str) for t in throttle)):
+        return f"throttle must be a list of NVML clock-event reasons (sw_power_cap, ...) or null, got {throttle!r}"
+    if entry.get("loaded") not in (None, True, False):
+        return f"loaded must be true, false or absent, got {entry['loaded']!r}"
     if "timing" in entry and recorded_version(entry) is None:
         return f"timing must be a timing version (a positive integer), got {entry['timing']!r}"
     samples = entry.get("samples")
