@@ -254,10 +254,15 @@ def failures_text(side: Side) -> str:
 
 def combined(records: list[dict]) -> dict:
     """A side's rounds of one test as one record: the last round's record with every round's median
-    in `history` and their center as the median."""
+    in `history` and their center as the median, every round's throttle reasons, and their middle
+    SM clock (the verdict weighs a thermal slowdown by it)."""
     record = dict(records[-1])
     record["history"] = [r["median_ms"] for r in records]
     record["median_ms"] = center(record["history"])
+    reasons = {t for r in records if isinstance(r.get("throttle"), list) for t in r["throttle"]}
+    record["throttle"] = sorted(reasons)
+    clocks = sorted(r["sm_clock_mhz"] for r in records if isinstance(r.get("sm_clock_mhz"), int))
+    record["sm_clock_mhz"] = clocks[len(clocks) // 2] if clocks else None
     return record
 
 

@@ -416,3 +416,15 @@ def test_failed_tests_are_read_from_the_short_summary_only(tmp_path: Path) -> No
                    "ERROR test_a.py::test_y\n"
                    "== 1 failed, 1 error in 1.0s ==\n")
     assert ab._failed_tests(log) == ["test_a.py::test_x[a b]", "test_a.py::test_y"]
+
+
+def test_a_sides_rounds_combine_their_throttle_reasons_and_clocks() -> None:
+    """The verdict excuses a thermal slowdown only where the lower clock explains it: a side's
+    record carries every round's reasons and their middle clock, not the last round's."""
+    rounds = [{"median_ms": 1.0, "throttle": ["sw_thermal"], "sm_clock_mhz": 1600},
+              {"median_ms": 1.1, "throttle": [], "sm_clock_mhz": 1800},
+              {"median_ms": 1.05, "throttle": ["sw_power_cap"], "sm_clock_mhz": 1700}]
+    record = ab.combined(rounds)
+    assert record["throttle"] == ["sw_power_cap", "sw_thermal"] and record["sm_clock_mhz"] == 1700
+    assert record["history"] == [1.0, 1.1, 1.05]
+    assert ab.combined([{"median_ms": 1.0}])["sm_clock_mhz"] is None
