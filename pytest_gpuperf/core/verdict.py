@@ -264,20 +264,25 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
                      "the lower clock explains the change, so it is not judged slower: run it again on a cooler GPU")
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
-    throttle = now.get("throttle")
-    if isinstance(throttle, (list, tuple)) and throttle:
-        parts.append("throttled: " + ",".join(str(t) for t in throttle))
+    throttle = _throttle(now)
+    if throttle:
+        parts.append("throttled: " + ",".join(throttle))
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
                    pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1])
 
 
-def _slowdowns(record: dict) -> set[str]:
-    """The thermal and hardware slowdowns (SEVERE_THROTTLE) a record's measurement saw."""
+def _throttle(record: dict) -> list[str]:
+    """The NVML clock-event reasons a record's measurement saw (one name alone counts as a list)."""
     throttle = record.get("throttle")
     names = [throttle] if isinstance(throttle, str) else throttle if isinstance(throttle, (list, tuple)) else []
-    return SEVERE_THROTTLE & {name for name in names if isinstance(name, str)}
+    return [name for name in names if isinstance(name, str)]
+
+
+def _slowdowns(record: dict) -> set[str]:
+    """The thermal and hardware slowdowns (SEVERE_THROTTLE) a record's measurement saw."""
+    return SEVERE_THROTTLE & set(_throttle(record))
 
 
 def beyond(change: float, bound: float, threshold: float, margin: float = 0.0) -> bool:
