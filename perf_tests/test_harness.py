@@ -28,6 +28,7 @@ import warnings
 import pytest
 import torch
 
+from pytest_gpuperf.core.records import SEVERE_THROTTLE
 from pytest_gpuperf.measure.device import read_clocks
 from pytest_gpuperf.measure.profile import UNAFFECTED_FROM_MS, calls_of, device_events, op_names
 from pytest_gpuperf.measure.timer import TimingConfig, measure
@@ -136,7 +137,8 @@ def _load(fn, seconds: float) -> None:
 
 
 def _run_line(m) -> str:
-    return f"{m.median_ms * 1e3:.2f} ({m.method}, {m.sm_clock_mhz} MHz{', loaded' if m.loaded else ''})"
+    slowed = "".join(f", {reason}" for reason in sorted(SEVERE_THROTTLE & set(m.throttle)))
+    return f"{m.median_ms * 1e3:.2f} ({m.method}, {m.sm_clock_mhz} MHz{', loaded' if m.loaded else ''}{slowed})"
 
 
 @pytest.mark.parametrize("make, allowed", PRECISION)
@@ -155,28 +157,13 @@ def test_precision_of_repeated_medians(make, allowed: float, capsys) -> None:
                  f"{statistics.median(bench) * 1e3:.2f} us)  samples/run {statistics.median(m.stats.samples for m in runs)}  "
                  f"wall/run {statistics.median(m.wall_s for m in runs):.2f}s, outside samples {overhead:.2f}s\n"
                  f"    runs: {', '.join(_run_line(m) for m in runs)}")
+    slowed = sorted(SEVERE_THROTTLE & {reason for m in runs for reason in m.throttle})
+    if spread > allowed and slowed:
+        # A thermal or hardware slowdown moves the GPU's own speed between runs (the gate calls such a
+        # result unsure, see core/verdict.py); the spread then measures the GPU, not the harness.
+        pytest.skip(f"spread of 10 medians {spread:.2%} above {allowed:.0%} with the GPU slowed "
+                    f"({', '.join(slowed)}): precision cannot be judged on this GPU now")
     assert spread <= allowed
-
-
-def test_work_on_another_stream_is_not_timed_as_zero(capsys) -> None:
-    a = torch.randn(4096, 4096, device="cuda")
-    side = torch.cuda.Stream()
-
-    def fn():
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            return a @ a
-
-    m = measure(fn, TimingConfig(budget_s=0.3))
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    wall_ms = (time.perf_counter() - t) * 100
-    _say(capsys, f"\n  side-stream method={m.method} median {m.median_ms:.3f} ms, synchronized wall {wall_ms:.3f} ms")
-    assert m.method == "device-sync"
-    assert m.median_ms > 0.8 * wall_ms
 
 
 def test_a_call_that_cannot_be_captured_leaves_the_device_usable(capsys) -> None:
@@ -293,8 +280,9 @@ def unprofiled() -> dict[str, tuple]:
     """Each accuracy case's callable, its measurement and do_bench's median (ms), all taken before
     the first profiling session: torch.profiler leaves CUPTI attached to the process, after which
     every kernel launch costs twice the host time (on an H100), which moves the line between
-    calls timed with events and launch-bound ones. (These tests come last in this file, and the
-    plugin runs tests that use gpu_profile last, for the same reason.)"""
+    calls timed with events and launch-bound ones. (These tests come after the others here but the
+    side-stream check, which would slow their graph replays; the plugin runs tests that use
+    gpu_profile last, for the same reason.)"""
     cases = {}
     for case, (make, _) in ACCURACY.items():
         fn = make()
@@ -326,5 +314,29 @@ def test_accuracy_against_profiler(case: str, unprofiled, capsys) -> None:
                  f"CUPTI {truth_us:9.2f} us  ({error:+.1%})  do_bench {bench_us:9.2f} us ({bench_us / truth_us - 1:+.1%})  "
                  f"unprofiled {m.median_ms * 1e3:9.2f} us ({m.median_ms * 1e3 / truth_us - 1:+.1%})  profiled repeat "
                  f"{repeat.median_ms * 1e3:9.2f} us ({repeat.method}), its CUPTI span per call {span_us:9.2f} us  node gap subtracted "
-                 f"{m.node_gap_ms * 1e3:.2f} us  wall {m.wall_s:.2f}s")
+                 f"{m.node_gap_ms * 1e3:.2f} us  wall {m.wall_s:.2f}s"
+                 + (f"  graph replays {m.slow_replay_us:.2f} us per node slower than fresh" if m.slow_replay_us else ""))
     assert abs(error) <= tolerance, f"median {ours_us:.2f} us vs CUPTI {truth_us:.2f} us"
+
+
+def test_work_on_another_stream_is_not_timed_as_zero(capsys) -> None:
+    """Last in the file: its matmuls leave the process replaying graphs slower (replay_state.py), and on
+    an H100 the accuracy checks' 4K and 1M element calls then read 0.36-0.40 µs (14-38%) above CUPTI."""
+    a = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+
+    def fn():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            return a @ a
+
+    m = measure(fn, TimingConfig(budget_s=0.3))
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    wall_ms = (time.perf_counter() - t) * 100
+    _say(capsys, f"\n  side-stream method={m.method} median {m.median_ms:.3f} ms, synchronized wall {wall_ms:.3f} ms")
+    assert m.method == "device-sync"
+    assert m.median_ms > 0.8 * wall_ms

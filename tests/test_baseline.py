@@ -58,6 +58,8 @@ def test_an_entry_says_loaded_only_where_it_was():
     entries of calls the cap never held down stay as they were."""
     assert "loaded" not in bl.entry_from_result(result("t.py::test_x[a]", 0.5))
     assert bl.entry_from_result(dict(result("t.py::test_x[a]", 0.5), loaded=True))["loaded"] is True
+    assert "slow_replay_us" not in bl.entry_from_result(dict(result("t.py::test_x[a]", 0.5), slow_replay_us=None))
+    assert bl.entry_from_result(dict(result("t.py::test_x[a]", 0.5), slow_replay_us=0.18))["slow_replay_us"] == 0.18
 
 
 def test_load_missing_file_is_none(tmp_path):
@@ -127,9 +129,11 @@ def test_a_timing_that_is_no_version_is_refused(tmp_path, timing):
 
 @pytest.mark.parametrize("key, value, message", [
     ("throttle", "sw_thermal", "throttle must be a list"), ("throttle", [["x"]], "throttle must be a list"),
-    ("loaded", "false", "loaded must be true, false or absent")])
-def test_a_malformed_throttle_or_loaded_is_refused(tmp_path, key, value, message):
-    """Both decide verdicts (`core.verdict`): a hand-edited "false" would read as loaded."""
+    ("loaded", "false", "loaded must be true, false or absent"),
+    ("slow_replay_us", -0.2, "slow_replay_us must be a non-negative number"),
+    ("slow_replay_us", "0.2", "slow_replay_us must be a non-negative number")])
+def test_a_malformed_throttle_loaded_or_slow_replay_is_refused(tmp_path, key, value, message):
+    """All three decide verdicts (`core.verdict`): a hand-edited "false" would read as loaded."""
     path = tmp_path / "b.yaml"
     bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
     doc = yaml.safe_load(path.read_text())

@@ -191,6 +191,31 @@ def test_a_run_a_thermal_slowdown_explains_is_not_judged_slower():
     assert judge(dict(base, throttle=None), rec(1.253, throttle=[["x"]], sm_clock_mhz=1612), 0.05).time == "slower"
 
 
+def test_a_change_the_slow_replay_state_explains_is_not_judged_slower_or_faster():
+    """A process in which large kernels ran replays graphs slower (measure/replay_state.py): on an
+    H100 a probe 0.18 µs per node above a fresh process's, graph-timed calls 0.28-0.41 µs higher. In
+    an A/B run (0.05 µs floor) that reads as a slowdown of every short test after them; where the
+    sides' states differ by enough to explain the change it is unsure and says why. A larger change,
+    the same state on both sides, or an events-timed call are judged as any."""
+    from pytest_gpuperf.core.noise import SAME_MACHINE
+
+    def graph(median_ms, **kw):
+        return rec(median_ms, noise=0.001, method="graph", history=[median_ms] * 5, **kw)
+
+    base = graph(0.00250)
+    slowed = judge(base, graph(0.00287, slow_replay_us=0.18), 0.05, SAME_MACHINE)
+    assert judge(base, graph(0.00287), 0.05, SAME_MACHINE).time == "slower"
+    assert slowed.time == "unsure" and "replayed CUDA graphs 0.18 µs per node slower" in slowed.message
+    assert "not judged slower" in slowed.message and "within the noise" not in slowed.message
+    assert judge(base, graph(0.00350, slow_replay_us=0.18), 0.05, SAME_MACHINE).time == "slower"
+    assert judge(graph(0.00250, slow_replay_us=0.18), graph(0.00287, slow_replay_us=0.18), 0.05,
+                 SAME_MACHINE).time == "slower"
+    events = dict(graph(0.00287, slow_replay_us=0.18), method="events")
+    assert judge(dict(base, method="events"), events, 0.05, SAME_MACHINE).time == "slower"
+    faster = judge(graph(0.00287, slow_replay_us=0.18), graph(0.00250), 0.05, SAME_MACHINE)
+    assert faster.time == "unsure" and "the baseline's process replayed" in faster.message
+
+
 def test_judge_all_and_is_suspect():
     out = compare.judge_all({"a": rec(1.0), "b": rec(1.0)}, {"b": rec(1.2), "c": rec(1.0)}, 0.05,
                             thresholds={"b": 0.5})

@@ -186,6 +186,23 @@ def test_sim_the_node_gap_of_the_cache_mode_is_subtracted_once_per_sample(sim, m
     assert events.node_gap_ms == graph.node_gap_ms == 0.02
 
 
+def test_sim_a_graph_timed_call_says_when_the_process_replays_graphs_slower_than_a_fresh_one(sim, monkeypatch) -> None:
+    """The replay probe (replay_state.py) times a node of a graph of empty kernels after each
+    graph-timed measurement; where that runs SLOW_REPLAY_US or more above the fresh process's reading
+    (the node-gap child's), the result carries the difference. Events-timed calls are not probed."""
+    from pytest_gpuperf.measure import calibration, node_gap
+
+    monkeypatch.setattr(node_gap, "lookup", lambda index: node_gap.NodeGap(node_us=1.0))
+    sim.spin_graph_gap_ms = 0.00102  # the empty kernel's node: 1.02 µs, within the threshold of 1.0
+    assert _run(sim, sim.kernel(0.25, host_ms=0.15), prefer="graph").slow_replay_us is None
+    sim.spin_graph_gap_ms = 0.0012
+    # The sim fixes a node's gap when it is captured (a GPU slows graphs captured before, too).
+    monkeypatch.setattr(calibration, "_DEFAULT", calibration.Calibration())
+    slowed = _run(sim, sim.kernel(0.25, host_ms=0.15), prefer="graph")
+    assert slowed.method == "graph" and slowed.slow_replay_us == pytest.approx(0.2, abs=0.01)
+    assert _run(sim, sim.kernel(0.25, host_ms=0.15), prefer="events").slow_replay_us is None
+
+
 @pytest.mark.parametrize("caller", ["legacy", "own"])
 def test_sim_a_caller_on_the_legacy_stream_is_timed_on_a_stream_of_the_timers(sim, caller) -> None:
     """Kernels launched from the legacy default stream cost more each (~0.33 µs on an H200, scaled

@@ -24,6 +24,9 @@ A run slowed by a thermal or hardware slowdown (SEVERE_THROTTLE) that its baseli
 not judged slower either, where its lower SM clock explains the change (its time scaled by the
 clock ratio would not be slower): the GPU, not the code, ran slow. It is re-measured, as any
 suspect, in case the GPU has cooled.
+A graph-timed side whose process replayed graphs slower than a fresh process (`slow_replay_us`, after
+large kernels: measure/replay_state.py) is likewise not judged slower or faster than the other side
+where REPLAY_CHARGE times the difference per call explains the change.
 The noise bound is also each test's smallest detectable change, which the reports show.
 """
 
@@ -49,6 +52,12 @@ Z = 1.96
 MEMORY_ABS_FLOOR = 1 << 20
 #: The default slowdown that counts as a regression.
 DEFAULT_THRESHOLD = 0.05
+#: µs per call a graph-timed median reads high per µs per node of the replay probe's excess
+#: (`slow_replay_us`): on an H100 the suite's single-kernel graph-timed tests read 0.28-0.41 µs
+#: (10th-90th percentile, at most 0.58) higher in a process whose probe read 0.18 above a fresh one
+#: (docs/measurement.md, "Replay state"). One node per call is assumed, so a call of several kernels
+#: is excused less than the state can cost it, never more.
+REPLAY_CHARGE = 3.0
 
 VERDICTS = ("faster", "same", "slower", "unsure", "new", "missing")
 
@@ -244,6 +253,12 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
         (1.0 + change) * clk_n / clk_b - 1.0, bound, threshold, prior.margin_share)  # the lower clock explains it
     if held:
         time = "unsure"
+    replay_ms = _replay_shift_ms(base, now)
+    sign = 1.0 if time == "slower" else -1.0
+    replayed = time in ("slower", "faster") and sign * replay_ms > 0 and not beyond(
+        sign * ((now_ms - replay_ms) / base_ms - 1.0), bound, threshold, prior.margin_share)
+    if replayed:
+        time = "unsure"
 
     sides = f"{pooled.n_base} vs {pooled.n_now} runs, " if pooled.n_base > 1 or pooled.n_now > 1 else ""
     parts = [
@@ -262,6 +277,11 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     if held:
         parts.append(f"a {', '.join(slowed)} slowdown held this run's clocks down and not the baseline's, and "
                      "the lower clock explains the change, so it is not judged slower: run it again on a cooler GPU")
+    if replayed:
+        parts.append(f"{'this run' if replay_ms > 0 else 'the baseline'}'s process replayed CUDA graphs "
+                     f"{_replay_us(now if replay_ms > 0 else base):.2f} µs per node slower than a fresh process "
+                     f"(after large kernels ran in it), which explains the change, so it is not judged "
+                     f"{'slower' if replay_ms > 0 else 'faster'}: see docs/measurement.md, \"Replay state\"")
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
     throttle = _throttle(now)
@@ -271,6 +291,18 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
         parts.append(f"memory {memory}: {mem_text}")
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
                    pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1])
+
+
+def _replay_us(record: dict) -> float:
+    """µs per node a graph-timed record's process replayed graphs slower than a fresh one (0 if not)."""
+    us = as_number(record.get("slow_replay_us")) if record.get("method") == "graph" else None
+    return us if us is not None and us > 0 else 0.0
+
+
+def _replay_shift_ms(base: dict, now: dict) -> float:
+    """How much higher per call the slow replay state can make `now` read than `base` (ms; negative
+    where the baseline's process was the slower one)."""
+    return REPLAY_CHARGE * (_replay_us(now) - _replay_us(base)) / 1e3
 
 
 def _throttle(record: dict) -> list[str]:

@@ -499,10 +499,11 @@ class CudaTimer:
         severe = sorted(self.throttle & SEVERE_THROTTLE)
         if severe:
             self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
+        slow_replay = self.cal.slow_replay_us(self.torch, self.index) if method == Method.GRAPH.value else None
         return Measurement(
             samples, method, calls, self.config.cache, batches, flushed=flush is not None, value=value,
             peak_memory_bytes=peak,
             node_gap_ms=gap_ms, sm_clock_mhz=int(statistics.median(self.clocks)) if self.clocks else None,
             throttle=sorted(self.throttle), warnings=self.warnings,
-            loaded=self.loaded and method in (Method.EVENTS.value, Method.GRAPH.value),
+            loaded=self.loaded and method in (Method.EVENTS.value, Method.GRAPH.value), slow_replay_us=slow_replay,
         )

@@ -57,6 +57,7 @@ class Measurement:
     loaded: bool = False  # sampled in an unbroken loop: the power cap held the clock (cuda_timer.py)
     warnings: list[str] = field(default_factory=list)
     node_gap_ms: float = 0.0  # subtracted from each sample (node_gap.py)
+    slow_replay_us: float | None = None  # graph-timed: replays ran this much slower per node than fresh (replay_state.py)
     wall_s: float = 0.0  # total time spent in measure(), warm-up and calibration included
     first_call_s: float = 0.0  # the first call's wall time: compiling and autotuning happen there
 

@@ -41,6 +41,7 @@ class NodeGap:
     kernel_us: float | None = None  # CUPTI's duration of the empty kernel
     measured_at: str | None = None
     problem: str | None = None
+    node_us: float | None = None  # µs per node of a graph of empty kernels in a fresh process (replay_state.py)
 
     def for_cache(self, cache: str) -> float:
         return self.cold_ms if cache == CacheMode.COLD.value else self.warm_ms
@@ -95,7 +96,8 @@ def known(index: int) -> NodeGap | None:
 
 def _stored(stored: dict, key: str) -> NodeGap | None:
     try:
-        return NodeGap(**stored[key])
+        entry = stored[key]
+        return NodeGap(**entry) if "node_us" in entry else None  # an entry without it predates the probe
     except (KeyError, TypeError):  # not there, or not an entry this version wrote
         return None
 

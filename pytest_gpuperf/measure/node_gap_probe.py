@@ -14,6 +14,7 @@ from . import calibration
 from .cuda_timer import MAX_GRAPH_CALLS
 from .node_gap import DISABLE_ENV, NodeGap
 from .profile import profiled_ops
+from .replay_state import SPIN_MS, ReplayProbe
 from .timer import TimingConfig, measure
 
 #: Measurements of the empty kernel per cache mode; their median counts.
@@ -24,10 +25,16 @@ PROFILED_REPLAYS = 20
 
 def measure_gap(index: int) -> NodeGap:
     """In this process (the child): the harness's time per call of an empty kernel timed in a graph,
-    cold and warm, less CUPTI's duration of that kernel in a graph captured before profiling."""
+    cold and warm, less CUPTI's duration of that kernel in a graph captured before profiling; and a
+    fresh process's time per node of a graph of empty kernels (replay_state.py)."""
     import torch
 
     torch.cuda.set_device(index)
+    # First, before any large kernel (the flushes below) can slow this process's graph replays.
+    fresh = torch.cuda.Stream()
+    with torch.cuda.stream(fresh):
+        spin_cycles = int(SPIN_MS * calibration.default().spin_rate(torch, index))
+        node_us = ReplayProbe(torch, fresh, spin_cycles).per_node_us()
     probe = torch.empty(1, device="cuda")  # tells measure() that the work is on this GPU
     # The gap is the empty kernel's time replayed from the legacy default stream (where the timer's
     # callers sampled until it got a stream of its own), less CUPTI's duration: taken off events and
@@ -54,7 +61,8 @@ def measure_gap(index: int) -> NodeGap:
         return NodeGap(problem=f"the profiler saw {len(durations)} kernels of {PROFILED_REPLAYS * MAX_GRAPH_CALLS}")
     kernel_ms = statistics.median(durations) / 1e3
     return NodeGap(cold_ms=max(per_call["cold"] - kernel_ms, 0.0), warm_ms=max(per_call["warm"] - kernel_ms, 0.0),
-                   kernel_us=round(kernel_ms * 1e3, 4), measured_at=time.strftime("%Y-%m-%d %H:%M"))
+                   kernel_us=round(kernel_ms * 1e3, 4), measured_at=time.strftime("%Y-%m-%d %H:%M"),
+                   node_us=round(node_us, 4))
 
 
 def main(argv: list[str] | None = None) -> None:

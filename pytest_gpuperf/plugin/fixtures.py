@@ -157,7 +157,8 @@ class GpuBenchmark:
             above_peak=above,
             peak_memory_bytes=m.peak_memory_bytes, method=m.method, calls_per_sample=m.calls_per_sample,
             cache=m.cache, timing=TIMING_VERSION, node_gap_ms=m.node_gap_ms, sm_clock_mhz=m.sm_clock_mhz,
-            throttle=m.throttle, loaded=m.loaded, warnings=m.warnings, wall_s=m.wall_s, measured_s=m.measured_s,
+            throttle=m.throttle, loaded=m.loaded, slow_replay_us=m.slow_replay_us, warnings=m.warnings,
+            wall_s=m.wall_s, measured_s=m.measured_s,
             data=m.samples_ms,
         ).to_dict()
 

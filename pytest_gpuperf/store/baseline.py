@@ -116,6 +116,8 @@ def entry_from_result(result: dict) -> dict:
             entry[key] = int(round(entry[key]))
     if entry.get("loaded") is not True:  # stored only where it holds
         entry.pop("loaded", None)
+    if entry.get("slow_replay_us") is None:
+        entry.pop("slow_replay_us", None)
     return entry
 
 
