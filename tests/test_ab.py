@@ -165,6 +165,14 @@ def test_a_process_whose_graph_timed_calls_all_read_apart_is_corrected(repo: Pat
     assert base.combined()["t::k0"]["history"][0] == 0.0017  # what the JSON and the table show: as measured
 
 
+def test_a_record_with_its_process_offset_taken_off_no_longer_claims_slow_replays() -> None:
+    """The offset already holds what the process's slow graph replays cost (measure/replay_state.py);
+    the verdict must not excuse the change by them a second time."""
+    record = {"median_ms": 0.0023, "method": "graph", "slow_replay_us": 0.18}
+    assert ab._less(record, 0.0003) == {"median_ms": pytest.approx(0.002), "method": "graph", "slow_replay_us": None}
+    assert ab._less(record, 0.003) is record
+
+
 def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
     """The head's first process reads the graph-timed calls 0.4 µs slow, but not t::mid, decided
     `same` in round 1 and never measured again: the offset does not flip it to `faster` (it is not
