@@ -448,6 +448,16 @@ def test_time_line_says_where_the_session_went():
         "outside measurements 8.0 s")
 
 
+def test_replay_line_names_the_results_of_a_slowed_process_and_the_test_it_began_at():
+    results = make_results(with_baseline=False)[:3]
+    assert report_rows.replay_line(results) is None
+    results[1]["slow_replay_us"], results[2]["slow_replay_us"] = 0.17, 0.19
+    line = report_rows.replay_line(results)
+    assert line.startswith("gpuperf: 2 graph-timed results were measured while this process replayed CUDA graphs "
+                           "0.17-0.19 µs per node slower than a fresh process (from ")
+    assert f"from {results[1]['nodeid']} on" in line and "Replay state" in line
+
+
 def test_the_tables_name_the_peak_each_result_is_held_against_and_which_results_set_their_own():
     """% of peak says of what: the large copy, a copy of about the result's own traffic, cuBLAS's
     matmul rate, or the kernel itself where it beat its probe (held to 100%, and said in a line)."""

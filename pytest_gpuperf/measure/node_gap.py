@@ -50,8 +50,9 @@ class NodeGap:
         """One line for the session header."""
         if self.problem:
             return f"graph node gap not subtracted: {self.problem}"
+        fresh = f"; a fresh process replays graphs at {self.node_us:.2f} µs per node" if self.node_us else ""
         return (f"graph node gap {self.cold_ms * 1e3:.2f} µs cold / {self.warm_ms * 1e3:.2f} µs warm subtracted per "
-                f"sample (CUPTI, {self.measured_at}; {cache_path()})")
+                f"sample (CUPTI, {self.measured_at}; {cache_path()}){fresh}")
 
 
 _KNOWN: dict[int, NodeGap] = {}

@@ -284,7 +284,7 @@ class GpuPerf:
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         if self.is_worker or not self.settings.enabled:
             return
-        from ..report.rows import time_line
+        from ..report.rows import replay_line, time_line
         from ..report.table import terminal_lines
 
         tr = terminalreporter
@@ -299,6 +299,9 @@ class GpuPerf:
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
         if results:
             tr.write_line(time_line(results, time.perf_counter() - self._t0))
+            replayed = replay_line(results)
+            if replayed:
+                tr.write_line(replayed)
         regressions = [r for r in results if r.get("regression")]
         if regressions:
             tr.write_line(f"gpuperf: {len(regressions)} regression(s) against {self.baseline_path}",

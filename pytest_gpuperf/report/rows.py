@@ -162,6 +162,20 @@ def time_line(results: list[dict], session_s: float, span: str = "since start") 
             + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
 
 
+def replay_line(results: list[dict]) -> str | None:
+    """Which results were measured while the process replayed CUDA graphs slower than a fresh one
+    (`slow_replay_us`, measure/replay_state.py), from which test on; None where none were."""
+    slowed = [r for r in results if (as_number(r.get("slow_replay_us")) or 0.0) > 0]
+    if not slowed:
+        return None
+    us = sorted(as_number(r["slow_replay_us"]) for r in slowed)
+    span = f"{us[0]:.2f}" if us[0] == us[-1] else f"{us[0]:.2f}-{us[-1]:.2f}"
+    first = slowed[0].get("nodeid") or slowed[0].get("name")
+    return (f"gpuperf: {len(slowed)} graph-timed results were measured while this process replayed CUDA graphs "
+            f"{span} µs per node slower than a fresh process (from {first} on, after large kernels ran in it); "
+            f"their medians can read a few tenths of a µs per kernel high (docs/measurement.md, \"Replay state\")")
+
+
 def peaks_text(peaks: dict | None) -> str:
     shown = []
     for k, v in (peaks or {}).items():
