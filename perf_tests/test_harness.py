@@ -9,9 +9,9 @@ triton.testing.do_bench beside it. They assert the accuracy and precision the ha
   test_accuracy_against_profiler);
 - precision: (max - min) / median of 10 repeated medians <= 1% for a memory-bound softmax and
   <= 3% for a bf16 matmul, each measurement within a 1 s budget, after 3 s of load (see SETTLE_S)
-  and with each run's result dropped before the next (see _measure_dropping_result); a miss on a
-  GPU that reported a thermal or hardware slowdown is a skip that prints the numbers (the GPU's own
-  speed moved);
+  and with each run's result dropped before the next (see _measure_dropping_result); a miss of up
+  to 3x the aim on a GPU that reported a thermal or hardware slowdown is a skip that prints the
+  numbers (the GPU's own speed moved);
 - work left on another stream is caught, not timed as zero;
 - a short call that cannot be captured in a CUDA graph is timed as queued calls, and leaves the
   device usable (a failed capture leaves torch's CUDA RNG in capture mode and the capture stream
@@ -120,6 +120,12 @@ SETTLE_S = 3.0
 CAPPED_SETTLE_S = 10.0
 
 
+# A miss on a GPU that reported a thermal or hardware slowdown is skipped up to this many times the
+# aim: an H100 at sw_thermal read the matmul at 6.48% and 4.29%, the softmax at 1.74%. A larger miss
+# fails, so that a slowdown cannot hide a broken harness.
+SLOWED_SPREAD_FACTOR = 3.0
+
+
 def _settle(fn) -> None:
     _load(fn, SETTLE_S)
     for _ in range(10):
@@ -160,7 +166,7 @@ def test_precision_of_repeated_medians(make, allowed: float, capsys) -> None:
                  f"wall/run {statistics.median(m.wall_s for m in runs):.2f}s, outside samples {overhead:.2f}s\n"
                  f"    runs: {', '.join(_run_line(m) for m in runs)}")
     slowed = sorted(SEVERE_THROTTLE & {reason for m in runs for reason in m.throttle})
-    if spread > allowed and slowed:
+    if allowed < spread <= SLOWED_SPREAD_FACTOR * allowed and slowed:
         # A thermal or hardware slowdown moves the GPU's own speed between runs (the gate calls such a
         # result unsure, see core/verdict.py); the spread then measures the GPU, not the harness.
         pytest.skip(f"spread of 10 medians {spread:.2%} above {allowed:.0%} with the GPU slowed "

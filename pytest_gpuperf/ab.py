@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Method
+from .core.units import as_number
 from .core.verdict import DEFAULT_THRESHOLD, SPREAD_HISTORY, Verdict, is_regression, judge
 from .store.baseline import BaselineError, alike, baseline_path, load
 from .store.plan import Plan
@@ -107,7 +108,8 @@ def _graph_timed(record: dict) -> bool:
 
 def _less(record: dict, offset_ms: float) -> dict:
     """The record with its median less a process offset (unchanged where that would leave nothing).
-    The offset takes in the process's slow graph replays, so the verdict is not told of them again."""
+    Where the process replayed graphs slower than the side's other rounds, the offset holds what that
+    cost, so the record no longer claims it (slow_replay_us) and the verdict does not excuse it again."""
     median = record["median_ms"] - offset_ms
     return dict(record, median_ms=median, slow_replay_us=None) if median > 0 else record
 
@@ -255,8 +257,9 @@ def failures_text(side: Side) -> str:
 
 def combined(records: list[dict]) -> dict:
     """A side's rounds of one test as one record: the last round's record with every round's median
-    in `history` and their center as the median, every round's throttle reasons, and their middle
-    SM clock (the verdict weighs a thermal slowdown by it)."""
+    in `history` and their center as the median, every round's throttle reasons, their middle
+    SM clock (the verdict weighs a thermal slowdown by it) and their middle slow-replay reading
+    (a round in a fresh process counting 0), which stand for the side as its median does."""
     record = dict(records[-1])
     record["history"] = [r["median_ms"] for r in records]
     record["median_ms"] = center(record["history"])
@@ -264,6 +267,8 @@ def combined(records: list[dict]) -> dict:
     record["throttle"] = sorted(reasons)
     clocks = sorted(r["sm_clock_mhz"] for r in records if isinstance(r.get("sm_clock_mhz"), int))
     record["sm_clock_mhz"] = clocks[len(clocks) // 2] if clocks else None
+    slowed = sorted(as_number(r.get("slow_replay_us")) or 0.0 for r in records)
+    record["slow_replay_us"] = slowed[len(slowed) // 2] or None
     return record
 
 

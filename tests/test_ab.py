@@ -173,6 +173,17 @@ def test_a_record_with_its_process_offset_taken_off_no_longer_claims_slow_replay
     assert ab._less(record, 0.003) is record
 
 
+def test_a_sides_slow_replay_reading_is_its_rounds_middle_one() -> None:
+    """Later rounds often run in fresh processes: one slowed round of three does not make the side's
+    pooled median a slowed one, two do."""
+    def rounds(*slowed):
+        return [{"median_ms": 0.002, "method": "graph", "slow_replay_us": us} for us in slowed]
+
+    assert ab.combined(rounds(0.18, None, None))["slow_replay_us"] is None
+    assert ab.combined(rounds(0.18, 0.17, None))["slow_replay_us"] == 0.17
+    assert ab.combined(rounds(None))["slow_replay_us"] is None
+
+
 def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
     """The head's first process reads the graph-timed calls 0.4 µs slow, but not t::mid, decided
     `same` in round 1 and never measured again: the offset does not flip it to `faster` (it is not

@@ -205,7 +205,8 @@ def test_a_change_the_slow_replay_state_explains_is_not_judged_slower_or_faster(
     base = graph(0.00250)
     slowed = judge(base, graph(0.00287, slow_replay_us=0.18), 0.05, SAME_MACHINE)
     assert judge(base, graph(0.00287), 0.05, SAME_MACHINE).time == "slower"
-    assert slowed.time == "unsure" and "replayed CUDA graphs 0.18 µs per node slower" in slowed.message
+    assert slowed.time == "unsure" and "replayed CUDA graphs 0.18 µs per node slower than the other's" in slowed.message
+    assert "(baseline 0.00, now 0.18 above a fresh process" in slowed.message
     assert "not judged slower" in slowed.message and "within the noise" not in slowed.message
     assert judge(base, graph(0.00350, slow_replay_us=0.18), 0.05, SAME_MACHINE).time == "slower"
     assert judge(graph(0.00250, slow_replay_us=0.18), graph(0.00287, slow_replay_us=0.18), 0.05,

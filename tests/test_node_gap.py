@@ -166,14 +166,3 @@ def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, ch
     session.GpuPerf._select_device(perf)
     assert order == (["set_device 1 after []"] if collect_only else ["set_device 1 after [1]", "stream 1"])
 
-
-def test_a_stored_gap_without_the_fresh_replay_reading_is_measured_again(cache_dir, children) -> None:
-    """Entries written before the replay probe (replay_state.py) lack `node_us`: without it the
-    timer cannot tell a slowed process, so the child measures again and the entry is replaced."""
-    started, answers = children
-    key = "GPU 0|driver 1|torch 2|timing 4"
-    (cache_dir / "node-gap.json").write_text(json.dumps({key: {"cold_ms": 0.0003, "warm_ms": 0.0001}}))
-    answers.append(NodeGap(0.0003, 0.0001, 0.8, "2026-11-28 00:00", node_us=0.78))
-    assert node_gap.lookup(0).node_us == 0.78
-    assert started == [0]
-    assert json.loads((cache_dir / "node-gap.json").read_text())[key]["node_us"] == 0.78

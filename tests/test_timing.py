@@ -203,6 +203,28 @@ def test_sim_a_graph_timed_call_says_when_the_process_replays_graphs_slower_than
     assert _run(sim, sim.kernel(0.25, host_ms=0.15), prefer="events").slow_replay_us is None
 
 
+def test_sim_a_replay_probe_that_cannot_be_captured_costs_the_measurement_nothing(sim, monkeypatch) -> None:
+    """Where the probe's graphs cannot be captured, the measurement stands, says so once, and the
+    probe is not tried again in the process."""
+    from pytest_gpuperf.measure import node_gap
+
+    monkeypatch.setattr(node_gap, "lookup", lambda index: node_gap.NodeGap(node_us=1.0))
+    spin = sim.torch.cuda._sleep
+
+    def sleep(cycles):
+        if cycles == 0:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        spin(cycles)
+
+    sim.torch.cuda._sleep = sleep
+    first = _run(sim, sim.kernel(0.25, host_ms=0.15), prefer="graph")
+    assert first.method == "graph" and first.slow_replay_us is None
+    assert first.median_ms == pytest.approx(0.25, rel=0.02)
+    assert any("replay-state probe could not be captured (RuntimeError" in w for w in first.warnings)
+    again = _run(sim, sim.kernel(0.25, host_ms=0.15), prefer="graph")
+    assert again.slow_replay_us is None and not any("replay-state" in w for w in again.warnings)
+
+
 @pytest.mark.parametrize("caller", ["legacy", "own"])
 def test_sim_a_caller_on_the_legacy_stream_is_timed_on_a_stream_of_the_timers(sim, caller) -> None:
     """Kernels launched from the legacy default stream cost more each (~0.33 µs on an H200, scaled

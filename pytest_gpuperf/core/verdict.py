@@ -279,8 +279,9 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
                      "the lower clock explains the change, so it is not judged slower: run it again on a cooler GPU")
     if replayed:
         parts.append(f"{'this run' if replay_ms > 0 else 'the baseline'}'s process replayed CUDA graphs "
-                     f"{_replay_us(now if replay_ms > 0 else base):.2f} µs per node slower than a fresh process "
-                     f"(after large kernels ran in it), which explains the change, so it is not judged "
+                     f"{abs(_replay_us(now) - _replay_us(base)):.2f} µs per node slower than the other's "
+                     f"(baseline {_replay_us(base):.2f}, now {_replay_us(now):.2f} above a fresh process, after "
+                     f"large kernels ran in it), which explains the change, so it is not judged "
                      f"{'slower' if replay_ms > 0 else 'faster'}: see docs/measurement.md, \"Replay state\"")
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")

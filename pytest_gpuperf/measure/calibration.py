@@ -13,7 +13,8 @@ from typing import Any, Iterator
 
 from . import node_gap
 from .node_gap import NodeGap
-from .replay_state import SPIN_MS, ReplayProbe, slowed_by
+from .measurement import CaptureFailure
+from .replay_state import ReplayProbe
 
 #: Cycles of the clock-raising spin ahead of the spin-rate readings, and of each reading.
 _SPIN_WARM_CYCLES = 20_000_000
@@ -31,7 +32,7 @@ class Calibration:
         self.frames: dict[tuple[int, bool], tuple[float, float]] = {}  # (GPU ms, host ms) of a frame
         self.flush_ms: dict[int, float] = {}
         self.streams: dict[int, Any] = {}
-        self.replay_probes: dict[int, ReplayProbe] = {}
+        self.replay_probes: dict[int, ReplayProbe | CaptureFailure] = {}  # per device (replay_state.py)
 
     def stream(self, torch: Any, index: int) -> Any:
         """The timer's own stream on device `index`: a pytest session runs its tests on it, and
@@ -57,17 +58,6 @@ class Calibration:
     def node_gap(self, index: int) -> NodeGap:
         """The gap a graph node leaves after a call (cached per process and on disk by node_gap.py)."""
         return node_gap.lookup(index)
-
-    def slow_replay_us(self, torch: Any, index: int) -> float | None:
-        """µs per node this process's graph replays on the current stream run above a fresh
-        process's (replay_state.py); None below SLOW_REPLAY_US or without a fresh reading."""
-        fresh = self.node_gap(index).node_us
-        if fresh is None:
-            return None
-        if index not in self.replay_probes:
-            spin_cycles = int(SPIN_MS * self.spin_rate(torch, index))
-            self.replay_probes[index] = ReplayProbe(torch, torch.cuda.current_stream(), spin_cycles)
-        return slowed_by(self.replay_probes[index].per_node_us(), fresh)
 
     def l2_bytes(self, torch: Any, index: int) -> int:
         """The L2 cache size of device `index` (64 MiB where the device does not say)."""

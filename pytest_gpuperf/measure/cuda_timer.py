@@ -14,6 +14,7 @@ from .calibration import Calibration, gc_paused, low, pad_ms
 from .device import ClockState, read_clocks
 from .host_pace import LAUNCH_BOUND_RATIO, HostPace, spin_each_ms, spin_gpu_ms
 from .measurement import CaptureFailure, Measurement, TimingConfig, should_stop, tensor_bytes
+from .replay_state import NODES, SPIN_MS, ReplayProbe, empty_kernel, slowed_by
 
 #: Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs and a launch
 #: costs several µs.
@@ -413,6 +414,27 @@ class CudaTimer:
             scratch.add_(1)
         return failure
 
+    def _slow_replay_us(self) -> float | None:
+        """µs per node graph replays on this stream run above a fresh process's now (replay_state.py);
+        None below SLOW_REPLAY_US, without a fresh reading, or where the probe cannot run (once per
+        device, with a warning). The probe's graphs are captured once per device, as the call's own."""
+        fresh = self.cal.node_gap(self.index).node_us
+        if fresh is None:
+            return None
+        probe = self.cal.replay_probes.get(self.index)
+        if probe is None:
+            graphs = [self._capture(lambda: empty_kernel(self.torch), nodes) for nodes in (NODES, 2 * NODES)]
+            failed = next((g for g in graphs if isinstance(g, CaptureFailure)), None)
+            spin_cycles = int(SPIN_MS * self.cal.spin_rate(self.torch, self.index))
+            probe = failed or ReplayProbe(self.torch, (graphs[0], graphs[1]), spin_cycles)
+            self.cal.replay_probes[self.index] = probe
+            if failed:
+                self.warnings.append(f"the replay-state probe could not be captured ({failed}): slowed graph "
+                                     "replays are not detected in this process")
+        if isinstance(probe, CaptureFailure):
+            return None
+        return slowed_by(probe.per_node_us(), fresh)
+
     def _gpu_ms(self, flush, host_ms: float) -> float:
         """GPU time of one call with the queue kept full, so launch gaps don't count (calibration)."""
         n = 3 if self.long_call else 9
@@ -499,7 +521,7 @@ class CudaTimer:
         severe = sorted(self.throttle & SEVERE_THROTTLE)
         if severe:
             self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
-        slow_replay = self.cal.slow_replay_us(self.torch, self.index) if method == Method.GRAPH.value else None
+        slow_replay = self._slow_replay_us() if method == Method.GRAPH.value else None
         return Measurement(
             samples, method, calls, self.config.cache, batches, flushed=flush is not None, value=value,
             peak_memory_bytes=peak,

@@ -30,6 +30,9 @@ CACHE_DIR_ENV = "GPUPERF_CACHE_DIR"
 CHILD_TIMEOUT_S = 180.0
 #: The module a child runs (`python -m`) to measure the gap.
 PROBE_MODULE = "pytest_gpuperf.measure.node_gap_probe"
+#: What the child measures beyond the gap: 1, a fresh process's graph replay (node_us, replay_state.py).
+#: Part of the cache key, so entries written before it (or by another version) are not mistaken for it.
+PROBE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ def _key(index: int) -> str:
     props = torch.cuda.get_device_properties(index)
     sw = software_versions()
     return (f"{props.name}|{getattr(props, 'uuid', '')}|driver {sw.get('driver')}|torch {sw.get('torch')}"
-            f"|timing {TIMING_VERSION}")
+            f"|timing {TIMING_VERSION}|replay probe {PROBE_VERSION}")
 
 
 def _off() -> NodeGap | None:
@@ -97,8 +100,7 @@ def known(index: int) -> NodeGap | None:
 
 def _stored(stored: dict, key: str) -> NodeGap | None:
     try:
-        entry = stored[key]
-        return NodeGap(**entry) if "node_us" in entry else None  # an entry without it predates the probe
+        return NodeGap(**stored[key])
     except (KeyError, TypeError):  # not there, or not an entry this version wrote
         return None
 

@@ -14,7 +14,7 @@ from . import calibration
 from .cuda_timer import MAX_GRAPH_CALLS
 from .node_gap import DISABLE_ENV, NodeGap
 from .profile import profiled_ops
-from .replay_state import SPIN_MS, ReplayProbe
+from .replay_state import NODES, SPIN_MS, ReplayProbe, empty_kernel
 from .timer import TimingConfig, measure
 
 #: Measurements of the empty kernel per cache mode; their median counts.
@@ -33,8 +33,14 @@ def measure_gap(index: int) -> NodeGap:
     # First, before any large kernel (the flushes below) can slow this process's graph replays.
     fresh = torch.cuda.Stream()
     with torch.cuda.stream(fresh):
+        graphs = []
+        for nodes in (NODES, 2 * NODES):
+            graphs.append(torch.cuda.CUDAGraph())
+            with torch.cuda.graph(graphs[-1], stream=fresh):
+                for _ in range(nodes):
+                    empty_kernel(torch)
         spin_cycles = int(SPIN_MS * calibration.default().spin_rate(torch, index))
-        node_us = ReplayProbe(torch, fresh, spin_cycles).per_node_us()
+        node_us = ReplayProbe(torch, (graphs[0], graphs[1]), spin_cycles).per_node_us()
     probe = torch.empty(1, device="cuda")  # tells measure() that the work is on this GPU
     # The gap is the empty kernel's time replayed from the legacy default stream (where the timer's
     # callers sampled until it got a stream of its own), less CUPTI's duration: taken off events and

@@ -1,7 +1,7 @@
 """Does this process replay CUDA graphs slower than a fresh one?
 
 Once a large kernel has run in a process (ten bf16 4096 matmuls on any stream are enough), every later
-graph replay in it runs ~0.17 µs per node slower on an H100, on every stream, old or new, and
+graph replay in it runs ~0.18 µs per node slower on an H100, on every stream, old or new, and
 graph-timed medians of 1-46 µs calls read ~0.37 µs per call high; nothing tried undoes it
 (docs/measurement.md, "Replay state"). The probe times one node of a graph of empty kernels. The
 node-gap child (node_gap_probe.py) takes it in a fresh process, the timer after each graph-timed
@@ -20,23 +20,23 @@ REPLAYS = 15
 #: GPU time of the spin ahead of each pair, so the host's launches never set the pace.
 SPIN_MS = 0.2
 #: µs per node above the fresh process's reading from which a process counts as slowed: fresh
-#: processes read within 0.01 µs of one another, the slowed state 0.17 µs above them (H100).
+#: processes read within 0.01 µs of one another, the slowed state 0.17-0.19 µs above them (H100).
 SLOW_REPLAY_US = 0.05
 
 
-class ReplayProbe:
-    """Graphs of NODES and 2 * NODES empty kernels, captured once on a stream; replayable on any."""
+def empty_kernel(torch: Any) -> None:
+    """The probe's node: a spin of no cycles."""
+    torch.cuda._sleep(0)
 
-    def __init__(self, torch: Any, stream: Any, spin_cycles: int) -> None:
+
+class ReplayProbe:
+    """Graphs of NODES and 2 * NODES empty kernels (`graphs`, captured by the caller), replayed on
+    the current stream."""
+
+    def __init__(self, torch: Any, graphs: tuple[Any, Any], spin_cycles: int) -> None:
         self.torch = torch
+        self.graphs = graphs
         self.spin_cycles = spin_cycles
-        self.graphs = []
-        for nodes in (NODES, 2 * NODES):
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=stream):
-                for _ in range(nodes):
-                    torch.cuda._sleep(0)
-            self.graphs.append(graph)
 
     def per_node_us(self) -> float:
         """µs per node on the current stream: (a replay of the longer graph - one of the shorter) /
