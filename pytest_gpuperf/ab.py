@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -265,10 +266,10 @@ def combined(records: list[dict]) -> dict:
     record["median_ms"] = center(record["history"])
     reasons = {t for r in records if isinstance(r.get("throttle"), list) for t in r["throttle"]}
     record["throttle"] = sorted(reasons)
-    clocks = sorted(r["sm_clock_mhz"] for r in records if isinstance(r.get("sm_clock_mhz"), int))
-    record["sm_clock_mhz"] = clocks[len(clocks) // 2] if clocks else None
-    slowed = sorted(as_number(r.get("slow_replay_us")) or 0.0 for r in records)
-    record["slow_replay_us"] = slowed[len(slowed) // 2] or None
+    clocks = [r["sm_clock_mhz"] for r in records if isinstance(r.get("sm_clock_mhz"), int)]
+    record["sm_clock_mhz"] = statistics.median_high(clocks) if clocks else None
+    slowed = [as_number(r.get("slow_replay_us")) or 0.0 for r in records]
+    record["slow_replay_us"] = statistics.median_high(slowed) or None
     return record
 
 

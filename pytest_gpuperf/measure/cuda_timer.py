@@ -414,11 +414,11 @@ class CudaTimer:
             scratch.add_(1)
         return failure
 
-    def _slow_replay_us(self) -> float | None:
-        """µs per node graph replays on this stream run above a fresh process's now (replay_state.py);
-        None below SLOW_REPLAY_US, without a fresh reading, or where the probe cannot run (once per
-        device, with a warning). The probe's graphs are captured once per device, as the call's own."""
-        fresh = self.cal.node_gap(self.index).node_us
+    def _slow_replay_us(self, fresh: float | None) -> float | None:
+        """µs per node graph replays on this stream run above `fresh`, a fresh process's reading
+        (replay_state.py); None below SLOW_REPLAY_US, without a fresh reading, or where the probe
+        cannot run (once per device, with a warning). The probe's graphs are captured once per device,
+        as the call's own."""
         if fresh is None:
             return None
         probe = self.cal.replay_probes.get(self.index)
@@ -484,7 +484,8 @@ class CudaTimer:
 
     def _run(self) -> Measurement:
         # Before the warm-up: the first lookup in a process may measure the gap in a child process.
-        gap_ms = self.cal.node_gap(self.index).for_cache(self.config.cache)
+        node_gap = self.cal.node_gap(self.index)
+        gap_ms = node_gap.for_cache(self.config.cache)
         call_host_ms = self._warmup()
         pending = self._pending_ms()
         value, peak = self._peak_memory()
@@ -521,7 +522,7 @@ class CudaTimer:
         severe = sorted(self.throttle & SEVERE_THROTTLE)
         if severe:
             self.warnings.append(f"GPU clocks were throttled during the measurement ({', '.join(severe)})")
-        slow_replay = self._slow_replay_us() if method == Method.GRAPH.value else None
+        slow_replay = self._slow_replay_us(node_gap.node_us) if method == Method.GRAPH.value else None
         return Measurement(
             samples, method, calls, self.config.cache, batches, flushed=flush is not None, value=value,
             peak_memory_bytes=peak,
