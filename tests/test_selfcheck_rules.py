@@ -16,8 +16,19 @@ def _runs(pairs):
 
 
 def test_runs_at_boost_that_the_clock_explains_are_the_gpus() -> None:
-    why = _clock_moved(_runs(CAPPED + [(1965, 178.47), (1965, 174.63)]), 0.03)
-    assert why and why.startswith("8 runs at 1650-1680 MHz spread 0.65%")
+    why = _clock_moved(_runs(CAPPED + [(1965, 178.47), (1965, 174.63)]), 0.03, compute_bound=False)
+    assert why and why.startswith("8 runs at 1650-1680 MHz spread 0.65%;")
+
+
+# The same H100 warming under the cap: its clock fell 1695 -> 1635 MHz over the ten runs (3.22% in time).
+WARMING = [(1695, 189.62), (1695, 189.04), (1665, 191.31), (1650, 192.72), (1665, 192.21), (1650, 193.78),
+           (1650, 193.01), (1642, 194.55), (1635, 195.25), (1665, 193.46)]
+
+
+def test_a_compute_bound_call_is_judged_at_one_clock() -> None:
+    why = _clock_moved(_runs(WARMING), 0.03, compute_bound=True)
+    assert why == "10 runs at 1635-1695 MHz spread 1.29% scaled to 1658 MHz"
+    assert _clock_moved(_runs(WARMING), 0.03, compute_bound=False) is None  # a memory-bound call is not scaled
 
 
 @pytest.mark.parametrize("pairs", [
@@ -28,4 +39,4 @@ def test_runs_at_boost_that_the_clock_explains_are_the_gpus() -> None:
     CAPPED + [(None, 178.47), (1965, 174.63)],  # no clock reading
 ], ids=["wrong-direction", "beyond-clock", "too-few-at-one-clock", "noise-at-one-clock", "no-clock"])
 def test_anything_else_is_not_excused(pairs) -> None:
-    assert _clock_moved(_runs(pairs), 0.03) is None
+    assert _clock_moved(_runs(pairs), 0.03, compute_bound=True) is None
