@@ -1,5 +1,5 @@
-"""The robust spread of a sample set (the median absolute deviation scaled to a normal sigma) and the
-standard error of a median."""
+"""The robust spread of a sample set (the median absolute deviation scaled to a normal sigma), the
+standard error of a median, and how far a measurement's level moved while it ran."""
 from __future__ import annotations
 
 import statistics
@@ -9,6 +9,8 @@ from collections.abc import Sequence
 MAD_TO_SIGMA = 1.4826
 #: Relative standard error of the median of n normal samples: sqrt(pi/2) * sigma / sqrt(n).
 MEDIAN_SE_FACTOR = 1.2533
+#: Samples a measurement needs before its first and last quarters say how far its level moved.
+SHIFT_MIN_SAMPLES = 20
 
 
 def mad_sigma(samples: Sequence[float], center: float) -> float:
@@ -20,3 +22,14 @@ def relative_mad(samples: list[float], median: float | None = None) -> float:
     """MAD_TO_SIGMA * MAD / median (0 for a zero median): the `noise` of a result."""
     center = statistics.median(samples) if median is None else median
     return mad_sigma(samples, center) / center if center > 0 else 0.0
+
+
+def level_shift(samples: Sequence[float]) -> float | None:
+    """How far a measurement's level moved while it ran: the median of the last quarter of its
+    samples (in the order taken) over that of the first quarter, minus 1. None with fewer than
+    SHIFT_MIN_SAMPLES positive samples."""
+    values = [x for x in samples if isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0]
+    if len(values) < SHIFT_MIN_SAMPLES:
+        return None
+    quarter = len(values) // 4
+    return statistics.median(values[-quarter:]) / statistics.median(values[:quarter]) - 1.0

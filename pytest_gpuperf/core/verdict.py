@@ -27,6 +27,9 @@ suspect, in case the GPU has cooled.
 A graph-timed side whose process replayed graphs slower than a fresh process (`slow_replay_us`, after
 large kernels: measure/replay_state.py) is likewise not judged slower or faster than the other side
 where REPLAY_CHARGE times the difference per call explains the change.
+A slower or faster change that this run's own samples moved by, at least SHIFT_SHARE of it in its
+direction, from their first quarter to their last, is named in the message: the GPU's speed changed
+while the test was measured, so the run is worth repeating. The verdict word stays.
 The noise bound is also each test's smallest detectable change, which the reports show.
 """
 
@@ -40,7 +43,7 @@ from typing import TypeVar
 from . import noise
 from .noise import ACROSS_MACHINES, Prior
 from .records import SEVERE_THROTTLE
-from .spread import MEDIAN_SE_FACTOR
+from .spread import MEDIAN_SE_FACTOR, level_shift
 from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent
 
 T = TypeVar("T")
@@ -58,6 +61,10 @@ DEFAULT_THRESHOLD = 0.05
 #: (docs/measurement.md, "Replay state"). One node per call is assumed, so a call of several kernels
 #: is excused less than the state can cost it, never more.
 REPLAY_CHARGE = 3.0
+#: Share of a slower or faster change that the run's samples must have moved by, in its direction,
+#: for the message to name the move: a power-capped cuDNN attention forward on an H100 read 601, then
+#: 580, then 563 µs within one measurement, and `faster` by 6.5% (docs/gate.md).
+SHIFT_SHARE = 0.5
 
 VERDICTS = ("faster", "same", "slower", "unsure", "new", "missing")
 
@@ -283,6 +290,10 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
                      f"(baseline {_replay_us(base):.2f}, now {_replay_us(now):.2f} above a fresh process, after "
                      f"large kernels ran in it), which explains the change, so it is not judged "
                      f"{'slower' if replay_ms > 0 else 'faster'}: see docs/measurement.md, \"Replay state\"")
+    shift = level_shift(now.get("data") or []) if time in ("slower", "faster") else None
+    if shift is not None and shift * change > 0 and abs(shift) >= SHIFT_SHARE * abs(change):
+        parts.append(f"its samples moved {fmt_change(shift)} from their first quarter to their last: the "
+                     "GPU's speed changed while it was measured, so run it again")
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
     throttle = _throttle(now)
