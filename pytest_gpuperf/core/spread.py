@@ -2,6 +2,7 @@
 standard error of a median, and how far a measurement's level moved while it ran."""
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -24,12 +25,16 @@ def relative_mad(samples: list[float], median: float | None = None) -> float:
     return mad_sigma(samples, center) / center if center > 0 else 0.0
 
 
-def level_shift(samples: Sequence[float]) -> float | None:
+def level_shift(samples: Sequence[float], z: float) -> float | None:
     """How far a measurement's level moved while it ran: the median of the last quarter of its
-    samples (in the order taken) over that of the first quarter, minus 1. None with fewer than
-    SHIFT_MIN_SAMPLES positive samples."""
-    values = [x for x in samples if isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0]
-    if len(values) < SHIFT_MIN_SAMPLES:
+    samples (positive, in the order taken) over that of the first quarter, minus 1. None with fewer
+    than SHIFT_MIN_SAMPLES, or where the two medians' sampling error (z standard errors, from each
+    quarter's own spread) explains the move."""
+    if len(samples) < SHIFT_MIN_SAMPLES:
         return None
-    quarter = len(values) // 4
-    return statistics.median(values[-quarter:]) / statistics.median(values[:quarter]) - 1.0
+    quarter = len(samples) // 4
+    first, last = samples[:quarter], samples[-quarter:]
+    a, b = statistics.median(first), statistics.median(last)
+    error = MEDIAN_SE_FACTOR * math.hypot(relative_mad(first, a), relative_mad(last, b)) / math.sqrt(quarter)
+    shift = b / a - 1.0
+    return shift if abs(shift) > z * error else None

@@ -13,6 +13,13 @@ def as_number(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def positive_numbers(values: Any) -> list[float]:
+    """The positive finite numbers of a stored list, as floats (anything but a list or tuple: none)."""
+    if not isinstance(values, (list, tuple)):
+        return []
+    return [x for x in map(as_number, values) if x is not None and x > 0]
+
+
 def parse_percent(text: Any) -> float:
     """'5%' -> 0.05, '12.5 %' -> 0.125, '0.05' or 0.05 -> 0.05 (plain numbers are fractions).
 

@@ -27,9 +27,10 @@ suspect, in case the GPU has cooled.
 A graph-timed side whose process replayed graphs slower than a fresh process (`slow_replay_us`, after
 large kernels: measure/replay_state.py) is likewise not judged slower or faster than the other side
 where REPLAY_CHARGE times the difference per call explains the change.
-A slower or faster change that this run's own samples moved by, at least SHIFT_SHARE of it in its
-direction, from their first quarter to their last, is named in the message: the GPU's speed changed
-while the test was measured, so the run is worth repeating. The verdict word stays.
+Where this run's own samples moved, from their first quarter's median to their last's, by at least
+SHIFT_SHARE of a slower or faster change and in its direction (beyond their sampling error), the
+message says so: the call's speed changed while it was measured, so the run is worth repeating. The
+verdict word stays.
 The noise bound is also each test's smallest detectable change, which the reports show.
 """
 
@@ -44,7 +45,7 @@ from . import noise
 from .noise import ACROSS_MACHINES, Prior
 from .records import SEVERE_THROTTLE
 from .spread import MEDIAN_SE_FACTOR, level_shift
-from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent
+from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent, positive_numbers
 
 T = TypeVar("T")
 
@@ -62,8 +63,8 @@ DEFAULT_THRESHOLD = 0.05
 #: is excused less than the state can cost it, never more.
 REPLAY_CHARGE = 3.0
 #: Share of a slower or faster change that the run's samples must have moved by, in its direction,
-#: for the message to name the move: a power-capped cuDNN attention forward on an H100 read 601, then
-#: 580, then 563 µs within one measurement, and `faster` by 6.5% (docs/gate.md).
+#: for the message to name the move: a power-capped cuDNN attention forward on an H100 read `faster`
+#: by 6.5%, its samples' first quarter at 593.8 µs and last at 563.3 (docs/gate.md).
 SHIFT_SHARE = 0.5
 
 VERDICTS = ("faster", "same", "slower", "unsure", "new", "missing")
@@ -135,14 +136,9 @@ def relative_halfwidth(record: dict) -> float:
 SPREAD_HISTORY = "spread_history"
 
 
-def _positive(values) -> list[float]:
-    """The positive numbers of a stored list of medians (None or a missing key: none)."""
-    return [m for m in (values or []) if (as_number(m) or 0) > 0]
-
-
 def medians(record: dict) -> list[float]:
     """A side's medians, one per process: its `history` where it has one, else its median."""
-    return _positive(record.get("history")) or [float(record["median_ms"])]
+    return positive_numbers(record.get("history")) or [float(record["median_ms"])]
 
 
 def memory_peaks(record: dict) -> list[int]:
@@ -167,7 +163,7 @@ def spread(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> noise.Sprea
     """The test's pooled run-to-run spread from both sides' medians, and the base's SPREAD_HISTORY
     (medians of the test measured elsewhere, whose spread counts too) where it has one."""
     return noise.pooled_spread(medians(base), medians(now), prior, legacy_sd=legacy_sd(base),
-                               related=_positive(base.get(SPREAD_HISTORY)))
+                               related=positive_numbers(base.get(SPREAD_HISTORY)))
 
 
 def _sampling_sd(record: dict) -> float:
@@ -290,10 +286,12 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
                      f"(baseline {_replay_us(base):.2f}, now {_replay_us(now):.2f} above a fresh process, after "
                      f"large kernels ran in it), which explains the change, so it is not judged "
                      f"{'slower' if replay_ms > 0 else 'faster'}: see docs/measurement.md, \"Replay state\"")
-    shift = level_shift(now.get("data") or []) if time in ("slower", "faster") else None
+    # One measurement's samples: a record pooling several (A/B rounds) carries only the last one's.
+    one_run = time in ("slower", "faster") and len(medians(now)) == 1
+    shift = level_shift(positive_numbers(now.get("data")), Z) if one_run else None
     if shift is not None and shift * change > 0 and abs(shift) >= SHIFT_SHARE * abs(change):
-        parts.append(f"its samples moved {fmt_change(shift)} from their first quarter to their last: the "
-                     "GPU's speed changed while it was measured, so run it again")
+        parts.append(f"this run's samples read {fmt_change(shift)} from their first quarter's median to their "
+                     "last's: its speed changed while it was measured; run it again")
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
     throttle = _throttle(now)

@@ -12,14 +12,14 @@ from ..core.files import atomic_write_text
 from ..core.plain import plain
 from ..core.records import JSON_EXTRA_KEYS, nodeid_name, nodeid_param, record_group
 from ..core.spread import relative_mad
-from ..core.units import as_number
+from ..core.units import as_number, positive_numbers
 from .baseline import Baseline
 from .baseline import load as load_baseline
 
 
 def _stats_seconds(r: dict) -> dict:
     """pytest-benchmark's "stats" block, in seconds."""
-    data_ms = [float(x) for x in (r.get("data") or []) if as_number(x) is not None and x > 0]
+    data_ms = positive_numbers(r.get("data"))
     stats: dict[str, Any] = {}
     if data_ms:
         try:
