@@ -30,7 +30,7 @@ from pathlib import Path
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Method
 from .core.units import as_number
-from .core.verdict import DEFAULT_THRESHOLD, SPREAD_HISTORY, Verdict, is_regression, judge
+from .core.verdict import DEFAULT_THRESHOLD, SPREAD_HISTORY, Verdict, is_regression, judge, throttle_reasons
 from .store.baseline import BaselineError, alike, baseline_path, load
 from .store.plan import Plan
 from .store.results import load_recording
@@ -264,7 +264,7 @@ def combined(records: list[dict]) -> dict:
     record = dict(records[-1])
     record["history"] = [r["median_ms"] for r in records]
     record["median_ms"] = center(record["history"])
-    reasons = {t for r in records if isinstance(r.get("throttle"), list) for t in r["throttle"]}
+    reasons = {t for r in records for t in throttle_reasons(r)}
     record["throttle"] = sorted(reasons)
     clocks = [r["sm_clock_mhz"] for r in records if isinstance(r.get("sm_clock_mhz"), int)]
     record["sm_clock_mhz"] = statistics.median_high(clocks) if clocks else None

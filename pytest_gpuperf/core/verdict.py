@@ -294,7 +294,7 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
                      "last's: its speed changed while it was measured; run it again")
     if clk_b and clk_n and abs(clk_n / clk_b - 1.0) > 0.02:
         parts.append(f"SM clock {clk_b:.0f} -> {clk_n:.0f} MHz")
-    throttle = _throttle(now)
+    throttle = throttle_reasons(now)
     if throttle:
         parts.append("throttled: " + ",".join(throttle))
     if memory != "same":
@@ -315,7 +315,7 @@ def _replay_shift_ms(base: dict, now: dict) -> float:
     return REPLAY_CHARGE * (_replay_us(now) - _replay_us(base)) / 1e3
 
 
-def _throttle(record: dict) -> list[str]:
+def throttle_reasons(record: dict) -> list[str]:
     """The NVML clock-event reasons a record's measurement saw (one name alone counts as a list)."""
     throttle = record.get("throttle")
     names = [throttle] if isinstance(throttle, str) else throttle if isinstance(throttle, (list, tuple)) else []
@@ -324,7 +324,7 @@ def _throttle(record: dict) -> list[str]:
 
 def _slowdowns(record: dict) -> set[str]:
     """The thermal and hardware slowdowns (SEVERE_THROTTLE) a record's measurement saw."""
-    return SEVERE_THROTTLE & set(_throttle(record))
+    return SEVERE_THROTTLE & set(throttle_reasons(record))
 
 
 def beyond(change: float, bound: float, threshold: float, margin: float = 0.0) -> bool:
