@@ -20,13 +20,14 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .core.child import pytest_command
+from .core.counters import Counters, merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Method
 from .core.units import as_number
@@ -43,13 +44,8 @@ NAMED_FAILURES = 10
 _PYTEST_RAN = (0, 1)
 _PYTEST_USAGE_ERROR, _PYTEST_NO_TESTS = 4, 5
 #: Options `gpuperf ab` gives each round itself; among the pytest arguments they are refused.
-OWN_OPTIONS = ("--gpuperf-save", "--gpuperf-json", "--gpuperf-markdown", "--gpuperf-ab-plan", "--gpuperf-no-compare",
+OWN_OPTIONS = ("--gpuperf-save", "--gpuperf-counters", "--gpuperf-counter-pass", "--gpuperf-json", "--gpuperf-markdown", "--gpuperf-ab-plan", "--gpuperf-no-compare",
                "--gpuperf-baseline-dir")
-#: Runs pytest with the installed plugin imported first, before the checkout's directories reach
-#: sys.path (the current directory, pytest's `pythonpath` ini key): a checkout that holds its own copy
-#: of pytest_gpuperf (this repository's base revision) then still runs under the same plugin.
-_PYTEST_MAIN = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; " \
-               "import pytest_gpuperf.plugin, pytest; sys.exit(pytest.main())"
 
 
 class AbError(Exception):
@@ -154,7 +150,7 @@ def run_pytest(args: list[str], cwd: Path, log: Path) -> int:
     """One pytest process in a process group of its own, its output in `log`; returns its exit status.
     Interrupted, the whole group is stopped, so no pytest keeps the GPU after `gpuperf ab` ends."""
     with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen([sys.executable, "-c", _PYTEST_MAIN, *args], cwd=cwd, stdout=out,
+        proc = subprocess.Popen(pytest_command(args), cwd=cwd, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             return proc.wait()
@@ -192,12 +188,17 @@ class AbRun:
     say: Callable[[str], None] = print
     #: Where the stored baselines live (`stored_spreads`); None: judge from the rounds alone.
     baseline_dir: Path | None = None
+    #: Count hardware counters in each side's first round (--gpuperf-counters); counts repeat, so
+    #: one pass a side is enough.
+    counters: bool = False
 
     def measure(self, side: Side, cwd: Path, work: Path, index: int, plan: Plan) -> None:
         """One pytest process of `side`; its results become the side's next round."""
         stem = f"round{index + 1}-{side.label}"
         json_path, log = work / f"{stem}.json", work / f"{stem}.log"
         args = [*self.pytest_args, "--gpuperf", "--gpuperf-no-compare", f"--gpuperf-json={json_path}"]
+        if self.counters and index == 0:
+            args.append("--gpuperf-counters")
         if plan.select is not None or plan.methods:
             plan_path = work / f"{stem}.plan.json"
             plan.write(plan_path)
@@ -270,7 +271,16 @@ def combined(records: list[dict]) -> dict:
     record["sm_clock_mhz"] = statistics.median_high(clocks) if clocks else None
     slowed = [as_number(r.get("slow_replay_us")) or 0.0 for r in records]
     record["slow_replay_us"] = statistics.median_high(slowed) or None
+    counted = merge_all([_counters(r) for r in records])  # only the rounds that counted carry them
+    record["counters"] = counted.to_dict() if counted is not None else None
     return record
+
+
+def _counters(record: dict) -> Counters | None:
+    try:
+        return Counters.from_dict(record.get("counters"))
+    except ValueError:
+        return None
 
 
 #: A stored entry's recordings pool into a graph-timed test's spread (`stored_spreads`) when it holds
@@ -463,7 +473,7 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
         results.append(dict(record, baseline=old.get(nodeid), verdict=v.time, memory_verdict=v.memory,
                             change=v.change, memory_change=v.memory_change, noise_bound=v.noise_bound,
                             fixed_bound=v.fixed_bound, detects=v.detectable, message=v.message,
-                            regression=is_regression(v)))
+                            counter_verdict=v.counters, regression=is_regression(v)))
     note = f"incomplete run: {incomplete}" if incomplete else None
     if note:
         say(f"gpuperf ab: {note}")

@@ -240,7 +240,7 @@ def _cmd_ab(args) -> int:
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir))
+        run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir), counters=args.counters)
         verdicts, base, head = compare_revisions(run, Path.cwd(), args.base)
     except AbIncomplete as exc:  # what the complete rounds decided is shown and written, then the error
         report(exc.verdicts, exc.base, exc.head, width=_width(), json_path=args.json, markdown_path=args.markdown,
@@ -334,8 +334,8 @@ def _parser() -> _Parser:
     m.add_argument("--max-drift", default=f"{MAX_DRIFT * 100:g}%",
                    help="largest spread of a test's medians that are combined (default %(default)s)")
     m.set_defaults(func=_cmd_merge)
-    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--threshold PCT] [--json PATH] [--markdown PATH] "
-                                   "[--baseline-dir DIR] [-- PYTEST_ARGS...]", help="measure a base revision and the working tree on this GPU, interleaved; exit 1 "
+    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--threshold PCT] [--counters] [--json PATH] "
+                                   "[--markdown PATH] [--baseline-dir DIR] [-- PYTEST_ARGS...]", help="measure a base revision and the working tree on this GPU, interleaved; exit 1 "
                                   "if something got slower",
                        description="Check out BASE (a git revision) in a temporary worktree and run `pytest --gpuperf` "
                                    "there and in the working tree in alternating processes (base, head, head, base, "
@@ -347,6 +347,9 @@ def _parser() -> _Parser:
                    help="pytest processes per side at most (default %(default)s)")
     a.add_argument("--threshold", default=None,
                    help="slowdown that counts, e.g. 5%% (as --gpuperf-threshold: a test's marker still wins)")
+    a.add_argument("--counters", action="store_true",
+                   help="also count hardware counters (Nsight Compute) in each side's first round and judge them: "
+                        "more instructions or DRAM bytes fails a test that timing cannot decide")
     a.add_argument("--json", metavar="PATH", type=Path, default=None,
                    help="the working tree's results and verdicts (pytest-benchmark JSON)")
     a.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the verdict table as Markdown")

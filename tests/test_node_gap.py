@@ -160,7 +160,7 @@ def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, ch
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: order.append(f"set_device {index} after {started}"))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-    perf = SimpleNamespace(settings=SimpleNamespace(device_index=1), is_worker=False,
+    perf = SimpleNamespace(settings=SimpleNamespace(device_index=1, counter_pass=None), is_worker=False,
                            config=SimpleNamespace(option=SimpleNamespace(collectonly=collect_only)),
                            calibration=SimpleNamespace(stream=lambda _torch, index: order.append(f"stream {index}")))
     session.GpuPerf._select_device(perf)

@@ -74,6 +74,7 @@ class Result:
     throttle: list[str] = field(default_factory=list, metadata=_json(15))
     loaded: bool = field(default=False, metadata=_json(33))  # sampled in an unbroken loop (power cap)
     slow_replay_us: float | None = field(default=None, metadata=_json(34))  # graph replays this much slower per node than fresh
+    counters: dict[str, list[float]] | None = field(default=None, metadata=_json(35))  # core.counters.Counters
     warnings: list[str] = field(default_factory=list, metadata=_json(25))
     wall_s: float = field(default=0.0, metadata=_json(26))
     measured_s: float = field(default=0.0, metadata=_json(27))
@@ -93,6 +94,7 @@ class Result:
     fixed_bound: float | None = field(default=None, metadata=_json(21, judged=True))
     detects: float | None = field(default=None, metadata=_json(32, judged=True))  # Verdict.detectable
     message: str | None = field(default=None, metadata=_json(23, judged=True))
+    counter_verdict: str | None = field(default=None, metadata=_json(36, judged=True))  # core.counters: more, less, same
     regression: bool | None = field(default=None, metadata={"judged": True})
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,15 +140,16 @@ class Entry:
     loaded: bool | None = None  # sampled in an unbroken loop, the power cap holding the clock (True or unset)
     slow_replay_us: float | None = None  # the process replayed graphs this much slower per node than a fresh one
     group: str | None = None  # the marker's group, for `gpuperf show`
+    counters: dict[str, list[float]] | None = None  # per hardware counter, its value in each recent recording
     history: list[float] | None = None  # the median of each recent recording, oldest first (core.noise)
     peak_memory_history: list[int] | None = None  # the peak memory of each recent recording, oldest first
     drift: float | None = None  # schema 1 only: the range of the medians merged into it (largest / smallest - 1)
 
     def to_dict(self) -> dict[str, Any]:
         """The YAML mapping: every field but an unset history, peak memory history, drift, peak, above_peak,
-        slow_replay_us or loaded."""
+        slow_replay_us, counters or loaded."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for optional in ("history", "peak_memory_history", "drift", "peak", "above_peak", "slow_replay_us"):
+        for optional in ("history", "peak_memory_history", "drift", "peak", "above_peak", "slow_replay_us", "counters"):
             if out[optional] is None:
                 del out[optional]
         if not out["loaded"]:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from . import noise
+from .counters import LESS, MORE, CounterVerdict, Counters, judge_counters
 from .noise import ACROSS_MACHINES, Prior
 from .records import SEVERE_THROTTLE
 from .spread import MEDIAN_SE_FACTOR, level_shift
@@ -107,6 +108,8 @@ class Verdict:
     #: False where only one side was sampled in an unbroken loop (`loaded`): then at most unsure,
     #: and not re-measured
     comparable: bool = True
+    #: the hardware counters' verdict (core.counters: more, less, same), None where a side has none
+    counters: str | None = None
 
     @property
     def detectable(self) -> float | None:
@@ -299,8 +302,38 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
         parts.append("throttled: " + ",".join(throttle))
     if memory != "same":
         parts.append(f"memory {memory}: {mem_text}")
+    work = judge_record_counters(base, now)
+    if work.verdict is not None:
+        parts.insert(1, counters_text(work, time, clk_b, clk_n))
     return Verdict(time, memory, change, memory_change, base_ms, now_ms, threshold, bound, "; ".join(parts),
-                   pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1])
+                   pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1], work.verdict)
+
+
+def judge_record_counters(base: dict, now: dict) -> CounterVerdict:
+    """The counters of two records judged; a side whose counters cannot be read has none."""
+    sides = []
+    for record in (base, now):
+        try:
+            sides.append(Counters.from_dict(record.get("counters")))
+        except ValueError:
+            sides.append(None)
+    return judge_counters(*sides)
+
+
+def counters_text(work: CounterVerdict, time: str, clk_b: float | None, clk_n: float | None) -> str:
+    """The part of a message that says whether the code or the machine moved: 'the code did more
+    work: instructions +12%', or 'same instructions and DRAM bytes: the machine, not the code'."""
+    if work.verdict == MORE:
+        lead = "the code did more work" + (", though it ran faster" if time == "faster" else "")
+        return f"counters more: {lead}: {work.message}" + (
+            "" if time in ("slower", "faster") else f"; timing alone read {time}")
+    if work.verdict == LESS:
+        return f"counters less: the code did less work: {work.message}"
+    text = f"counters same: {work.message}"
+    if time in ("slower", "faster") and not work.moved:
+        clock = f", SM clock {clk_b:.0f} vs {clk_n:.0f} MHz" if clk_b and clk_n else ""
+        text += f"{clock}: likely the machine, not the code"
+    return text
 
 
 def _replay_us(record: dict) -> float:
@@ -333,8 +366,9 @@ def beyond(change: float, bound: float, threshold: float, margin: float = 0.0) -
 
 
 def is_regression(v: Verdict) -> bool:
-    """Does this verdict fail the test?"""
-    return v.time == "slower" or v.memory == "slower"
+    """Does this verdict fail the test? A slowdown, more peak memory, or more work by the counters
+    where time did not decide it was faster."""
+    return v.time == "slower" or v.memory == "slower" or (v.counters == MORE and v.time != "faster")
 
 
 def is_suspect(v: Verdict) -> bool:

@@ -60,6 +60,8 @@ class GpuBenchmark:
         with _oom_is_skip(self._item.nodeid):
             if not self._perf.settings.enabled:
                 return call()
+            if self._perf.settings.counter_pass is not None:
+                return self._perf.count(self._item.nodeid, call)
             record, measurement = self._measure(call, (args, kwargs), bytes, flops)
         self.stats = record
         self.measurement = measurement
@@ -114,6 +116,7 @@ class GpuBenchmark:
             result.noise_bound, result.fixed_bound = verdict.noise_bound, verdict.fixed_bound
             result.detects = verdict.detectable
             result.message = verdict.message
+            result.counter_verdict = verdict.counters
             result.regression = verdict_mod.is_regression(verdict)
         perf.store_peaks()
         return result.to_dict(), measurement
@@ -157,7 +160,8 @@ class GpuBenchmark:
             above_peak=above,
             peak_memory_bytes=m.peak_memory_bytes, method=m.method, calls_per_sample=m.calls_per_sample,
             cache=m.cache, timing=TIMING_VERSION, node_gap_ms=m.node_gap_ms, sm_clock_mhz=m.sm_clock_mhz,
-            throttle=m.throttle, loaded=m.loaded, slow_replay_us=m.slow_replay_us, warnings=m.warnings,
+            throttle=m.throttle, loaded=m.loaded, slow_replay_us=m.slow_replay_us,
+            counters=self._perf.counters_of(item.nodeid), warnings=m.warnings,
             wall_s=m.wall_s, measured_s=m.measured_s,
             data=m.samples_ms,
         ).to_dict()

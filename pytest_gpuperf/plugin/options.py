@@ -40,6 +40,11 @@ def add_options(parser: pytest.Parser) -> None:
                     help="stop sampling once the median's 95%% CI is within this (default 0.5%%)")
     group.addoption("--gpuperf-budget", metavar="SECONDS",
                     help="sampling time budget per measurement (default 1.0)")
+    group.addoption("--gpuperf-counters", action="store_true",
+                    help="also count each gpu_benchmark call's hardware counters (instructions, DRAM bytes) with "
+                         "Nsight Compute, in a pass before timing, and judge them beside time")
+    group.addoption("--gpuperf-counter-pass", metavar="FILE",
+                    help="(set by --gpuperf-counters for its counting process) count each call once, under ncu")
     group.addoption("--gpuperf-ab-plan", metavar="FILE",
                     help="(written by `gpuperf ab`) run only the tests it lists, timed the way it says")
     parser.addini("gpuperf_baseline_dir", "directory of <device-key>.yaml baselines", default="baselines")
@@ -108,6 +113,8 @@ class Settings:
     trace_dir: Path | None
     device_index: int | None
     plan: Plan | None = None
+    counters: bool = False  # count hardware counters in a pass before timing
+    counter_pass: Path | None = None  # this process is that pass: its window file
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -143,8 +150,12 @@ class Settings:
             trace_dir=path("gpuperf_trace_dir"),
             device_index=None if device is None else int(device),
             plan=plan,
+            counters=bool(config.getoption("gpuperf_counters")),
+            counter_pass=path("gpuperf_counter_pass"),
         )
-        if settings.enabled:  # without --gpuperf nothing is written
+        if settings.counters and not settings.enabled:
+            raise pytest.UsageError("--gpuperf-counters: counters are judged beside time; add --gpuperf")
+        if settings.enabled and settings.counter_pass is None:  # without --gpuperf nothing is written
             check_outputs([(base_where, settings.baseline_dir if settings.save else None, True),
                            ("--gpuperf-json", settings.json_path, False),
                            ("--gpuperf-markdown", settings.markdown_path, False),

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ..core.counters import Counters
 from ..core.versions import version_note
 from ..measure import calibration, node_gap
 from ..measure.device import describe, has_cuda, read_clocks, software_versions
@@ -47,6 +48,13 @@ class GpuPerf:
         self.write_error: str | None = None
         self.device: dict[str, Any] = {}
         self.baseline: baseline_mod.Baseline | None = None
+        #: hardware counters per test id, from the counting pass (--gpuperf-counters)
+        self.counters: dict[str, Counters] = {}
+        self.counter_note: str | None = None  # what the counting pass did, or why it gave nothing
+        self._counter_file: Path | None = None  # the counters, for pytest-xdist's workers
+        self._windows = 0  # calls counted so far, in the counting process
+        if self.is_worker and config.workerinput.get(COUNTERS_INPUT):
+            self.counters = read_counters(Path(config.workerinput[COUNTERS_INPUT]))
         # The process's default calibration, so direct measure() calls in tests share it.
         self.calibration = calibration.default()
         if settings.enabled:
@@ -70,7 +78,7 @@ class GpuPerf:
             index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
         if index is not None and index >= count:
             raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
-        timing = not self.config.option.collectonly
+        timing = not self.config.option.collectonly and self.settings.counter_pass is None
         if timing:
             # First: a process that started the gap's child after selecting and describing the device
             # read every graph-timed call ~0.35 µs apart from all others (docs/measurement.md).
@@ -133,7 +141,55 @@ class GpuPerf:
         kept, _ = valid_peaks(stored if isinstance(stored, dict) else None, device_kind(self.device))
         return merged_peaks(kept, self.peaks.recordable())
 
+    def counters_of(self, nodeid: str) -> dict | None:
+        """A test's counters from the counting pass, as its result record holds them."""
+        counters = self.counters.get(nodeid)
+        return counters.to_dict() if counters is not None else None
+
+    def count(self, nodeid: str, call) -> Any:
+        """In the counting process: count one call of `nodeid` (measure.counters.count_call)."""
+        from ..measure.counters import count_call
+
+        self._windows += 1
+        return count_call(call, self._windows - 1, nodeid, self.settings.counter_pass)
+
+    def _count_before_timing(self, session: pytest.Session) -> None:
+        """Run the counting pass (--gpuperf-counters) and keep its counters; where it cannot run,
+        one line says why and the timing run goes on without counters."""
+        from ..measure.counters import CounterError, run_counting
+
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        say = (lambda line: reporter.write_line(line)) if reporter is not None else (lambda line: None)
+        if not has_cuda():
+            self.counter_note = "no counters: no CUDA device is visible (counters count GPU kernels)"
+        else:
+            try:
+                run = run_counting(self.config.invocation_params.args, self.config.invocation_params.dir,
+                                   self.config.pluginmanager.hasplugin("xdist"), say)
+            except CounterError as exc:
+                self.counter_note = f"no counters: {exc}; timing goes on without them"
+            else:
+                self.counters = run.counters
+                self.counter_note = (f"counters of {len(run.counters)} calls ({run.kernels} kernels) counted before "
+                                     f"timing in {run.cost_text()}")
+        say(f"gpuperf: {self.counter_note}")
+        if self.counters:
+            self._counter_file = write_counters(self.counters)
+
     # -- hooks of the registered session object -------------------------------------------
+    @pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers, which get the counters
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        s = self.settings
+        if s.enabled and s.counters and s.counter_pass is None and not self.is_worker \
+                and not self.config.option.collectonly:
+            self._count_before_timing(session)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """pytest-xdist: each worker reads the counting pass's counters from their file."""
+        if self._counter_file is not None:
+            node.workerinput[COUNTERS_INPUT] = str(self._counter_file)
+
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         if not self.settings.enabled:
             return ["gpuperf: off (gpu_benchmark calls run once as correctness tests; --gpuperf to measure)"]
@@ -151,7 +207,8 @@ class GpuPerf:
             + f"; torch {sw.get('torch')}, triton {sw.get('triton')}, CUDA {sw.get('cuda')}, driver {sw.get('driver')}",
             f"gpuperf: cache={s.timing.cache}, threshold={s.threshold:.1%}, precision={s.timing.precision:.2%}, "
             f"budget={s.timing.budget_s:g}s; baseline: {stored}" + ("" if s.compare else " (not compared)"),
-        ] + ([f"gpuperf: {self._node_gap_line(config, index)}"] if index is not None else [])
+        ] + ([f"gpuperf: {self._node_gap_line(config, index)}"]
+             if index is not None and s.counter_pass is None else [])
 
     @staticmethod
     def _node_gap_line(config: pytest.Config, index: int) -> str:
@@ -284,7 +341,7 @@ class GpuPerf:
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         if self.is_worker or not self.settings.enabled:
             return
-        from ..report.rows import replay_line, time_line
+        from ..report.rows import counters_line, replay_line, time_line
         from ..report.table import terminal_lines
 
         tr = terminalreporter
@@ -299,6 +356,12 @@ class GpuPerf:
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
         if results:
             tr.write_line(time_line(results, time.perf_counter() - self._t0))
+            work = counters_line(results) if self.settings.compare else None
+            if work:
+                tr.write_line(work)
+        if self.counter_note:
+            tr.write_line(f"gpuperf: {self.counter_note}")
+        if results:
             replayed = replay_line(results)
             if replayed:
                 tr.write_line(replayed)
@@ -310,6 +373,32 @@ class GpuPerf:
             tr.write_line(f"gpuperf: could not write results: {self.write_error}", red=True, bold=True)
         elif self.saved is not None:
             tr.write_line(f"gpuperf: saved {self.saved} entries to {self.baseline_path}")
+
+
+#: pytest-xdist workerinput key of the counters file.
+COUNTERS_INPUT = "gpuperf_counters"
+
+
+def write_counters(counters: dict[str, Counters]) -> Path:
+    """The counters in a temporary JSON file (test id -> counters) for the workers to read."""
+    import json
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="gpuperf-counters-", suffix=".json")
+    with open(fd, "w", encoding="utf-8") as out:
+        json.dump({k: v.to_dict() for k, v in counters.items()}, out)
+    return Path(name)
+
+
+def read_counters(path: Path) -> dict[str, Counters]:
+    """What write_counters wrote; an unreadable file gives no counters."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {k: c for k, v in data.items() if (c := Counters.from_dict(v)) is not None}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def _current_index() -> int | None:

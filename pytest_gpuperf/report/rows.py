@@ -2,6 +2,7 @@
 summary lines. Records group by what tests declare: the marker's `group`, else the test's name."""
 from __future__ import annotations
 
+import collections
 import re
 import statistics
 from typing import Any, Iterable
@@ -13,7 +14,8 @@ from ..measure.peaks import peak_label
 __all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "ceiling_line", "detects_text", "device_line", "fmt_change",
            "fmt_mem",
            "fmt_pct", "fmt_rate", "grouped", "kept_columns", "middle_truncate", "natural_key", "nodeid_name",
-           "nodeid_param", "param_width", "peaks_text", "record_group", "row_key", "series_and_case", "summary_counts",
+           "nodeid_param", "param_width", "peaks_text", "record_group", "row_key", "series_and_case", "summary_counts", "counters_line",
+           "undecided_by_time", "undecided_same",
            "time_line", "verdict_parts", "verdict_text"]
 
 
@@ -64,14 +66,51 @@ def grouped(results: Iterable[dict]) -> list[tuple[str, list[dict]]]:
 
 def verdict_text(r: dict) -> str:
     v = r.get("verdict") or ""
+    if undecided_same(r):
+        v = "same?"  # counted as undecided: the time could not see a change of the test's threshold
     mem = r.get("memory_verdict")
     if mem in ("slower", "faster"):
         v = (v + ", " if v else "") + ("more memory" if mem == "slower" else "less memory")
+    work = r.get("counter_verdict")
+    if work in ("more", "less") or (work == "same" and undecided_by_time(r)):
+        v = (v + ", " if v else "") + f"{work} work"
     return v
 
 
-#: The order verdicts are counted in, in the summaries.
-VERDICT_ORDER = ("slower", "unsure", "faster", "same", "new", "missing")
+#: The order verdicts are counted in, in the summaries ("undecided": read same, but by time could
+#: not see a change of its threshold).
+VERDICT_ORDER = ("slower", "unsure", "undecided", "faster", "same", "new", "missing")
+
+
+def undecided_same(r: dict) -> bool:
+    """A `same` whose smallest detectable change exceeds the threshold the test asked for: the time
+    could not have seen a threshold-sized change, so it decided nothing."""
+    detects, threshold = as_number(r.get("detects")), as_number(r.get("threshold"))
+    return r.get("verdict") == "same" and detects is not None and threshold is not None and detects > threshold
+
+
+def undecided_by_time(r: dict) -> bool:
+    """Could the time not decide this test (unsure, or an undecided same)?"""
+    return r.get("verdict") == "unsure" or undecided_same(r)
+
+
+def counters_line(results: list[dict]) -> str | None:
+    """What the counters decided: more or less work anywhere, and among the tests the time could not
+    decide, how many the counters decided; None where no result was judged by time."""
+    undecided = [r for r in results if undecided_by_time(r)]
+    judged = [r for r in results if r.get("counter_verdict")]
+    if not undecided and not judged:
+        return None
+    words = collections.Counter(r["counter_verdict"] for r in judged)
+    decided = sum(1 for r in undecided if r.get("counter_verdict"))
+    text = f"gpuperf: {len(undecided)} tests undecided by time"
+    if judged:
+        text += (f"; counters judged {len(judged)} tests (" + ", ".join(
+            f"{words[w]} {w} work" for w in ("more", "less", "same") if words[w])
+                 + f") and decided {decided} of the {len(undecided)}")
+    elif undecided:
+        text += ": --gpuperf-counters decides them by hardware counters"
+    return text
 
 
 def _pct(x: float) -> str:
@@ -124,8 +163,8 @@ def summary_counts(results: list[dict]) -> str:
     mem_slower = sum(1 for r in results if r.get("memory_verdict") == "slower")
     measured = sum(1 for r in results if r.get("verdict") != "missing")
     text = f"{measured} measured"
-    parts = verdict_parts((r.get("verdict"), as_number(r.get("noise_bound")), as_number(r.get("threshold")))
-                          for r in results)
+    parts = verdict_parts(("undecided" if undecided_same(r) else r.get("verdict"), as_number(r.get("noise_bound")),
+                           as_number(r.get("threshold"))) for r in results)
     if mem_slower:
         parts.append(f"{mem_slower} with more peak memory")
     return text + (": " + ", ".join(parts) if parts else "")

@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from ..core import noise, records
+from ..core.counters import Counters, judge_counters
 from ..core.files import atomic_write_text, file_mode
 from ..core.plain import plain
 from ..core.verdict import medians, memory_peaks
@@ -118,6 +119,34 @@ def entry_from_result(result: dict) -> dict:
         entry.pop("loaded", None)
     if entry.get("slow_replay_us") is None:
         entry.pop("slow_replay_us", None)
+    if entry.get("counters") is None:
+        entry.pop("counters", None)
+    return entry
+
+
+def merged_counters(entries: list[dict]) -> dict | None:
+    """The counters of several recordings of one test, oldest first, as one history. Where a
+    recording's counters moved beyond what the history allows, the code changed: its history starts
+    there, so the old code's counts never widen the new code's allowed spread."""
+    out: Counters | None = None
+    for entry in entries:
+        try:
+            counters = Counters.from_dict(entry.get("counters"))
+        except ValueError:
+            continue
+        if counters is None:
+            continue
+        moved = out is not None and judge_counters(out, counters).verdict in ("more", "less")
+        out = counters if out is None or moved else out.merged(counters)
+    return out.to_dict() if out is not None else None
+
+
+def _with_counters(entry: dict, recordings: list[dict]) -> dict:
+    """`entry` holding the merged counters of `recordings` (none: no counters key)."""
+    counters = merged_counters(recordings)
+    entry.pop("counters", None)
+    if counters is not None:
+        entry["counters"] = counters
     return entry
 
 
@@ -226,7 +255,8 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             out[name] = newest
             continue
         legacy = max((e["drift"] for e in same_how if _is_number(e.get("drift"))), default=None)
-        out[name] = with_history(newest, history, legacy, [p for e in same for p in memory_peaks(e)])
+        out[name] = _with_counters(with_history(newest, history, legacy, [p for e in same for p in memory_peaks(e)]),
+                                   [e for _, e in recs])
     if older_versions:
         notes.append(f"{len(older_versions)} tests (e.g. {older_versions[0]}) were also recorded with an older "
                      f"timing version: only the newest version's medians are combined")
@@ -266,6 +296,10 @@ def _entry_problem(entry: Any) -> str | None:
     if peaks is not None and not (isinstance(peaks, list) and peaks and all(
             _is_number(v) and math.isfinite(v) and v >= 0 for v in peaks)):
         return f"peak_memory_history must be a list of peak memory bytes, got {peaks!r}"
+    try:
+        Counters.from_dict(entry.get("counters"))
+    except ValueError as exc:
+        return str(exc)
     ci = entry.get("ci_ms")
     if ci is not None:
         if not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(v) and math.isfinite(v) for v in ci)
@@ -443,7 +477,9 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
                     legacy = entry.get("drift") or (before.get("drift") if before and how_measured(before) == how_measured(entry) else None)
                     peaks = [p for e in continued + [entry] for p in memory_peaks(e)]
-                    entries[name] = with_history(entry, history, legacy, peaks)
+                    # counters do not depend on how time was measured: every earlier recording counts
+                    entries[name] = _with_counters(with_history(entry, history, legacy, peaks),
+                                                   [before, entry] if before else [entry])
             merged = dict(previous) if keep_others else {}
             merged.update(entries)
             recorded_at = _utc_now()

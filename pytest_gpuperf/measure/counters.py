@@ -1,0 +1,244 @@
+"""Hardware counters through Nsight Compute: a second pytest process under `ncu` counts each
+`gpu_benchmark` call once, in its own NVTX range, before the timing run (counters replay kernels,
+so they never run while time is measured). docs/counters.md says why ncu and what it costs.
+
+The counting process (`--gpuperf-counter-pass`) warms each call up, then runs it once between
+cudaProfilerStart and cudaProfilerStop inside an NVTX range `gpuperf-counters#<k>`, and writes
+`<k>\\t<test id>` to its window file; ncu's raw CSV names the range of every kernel it profiled.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.child import pytest_command
+from ..core.counters import OCCUPANCY, Counters, summed
+
+#: Nsight Compute metric -> the stored counter (or `duration_ns`, the occupancy's weight).
+METRICS = {
+    "sm__inst_executed.sum": "instructions",
+    "dram__bytes_read.sum": "dram_read_bytes",
+    "dram__bytes_write.sum": "dram_write_bytes",
+    "lts__t_bytes.sum": "l2_bytes",
+    "sm__inst_executed_pipe_tensor.sum": "tensor_instructions",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": OCCUPANCY,
+    "gpu__time_duration.sum": "duration_ns",
+}
+RANGE_PREFIX = "gpuperf-counters#"
+_RANGE = re.compile(re.escape(RANGE_PREFIX) + r"(\d+)")
+#: Where ncu is looked for after $GPUPERF_NCU and the PATH.
+NCU_PLACES = ("{cuda_home}/bin/ncu", "/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
+#: Options of the user's command line the counting process leaves out: it writes nothing, and is
+#: counted once (value options take the next argument unless given as `--opt=value`).
+DROPPED_FLAGS = ("--gpuperf-save", "--gpuperf-counters")
+DROPPED_VALUES = ("--gpuperf-json", "--gpuperf-markdown", "--gpuperf-plot", "--gpuperf-trace-dir",
+                  "--junitxml", "--junit-xml", "--benchmark-json", "--benchmark-save")
+#: ncu's lines that say the counters are restricted to administrators.
+PERMISSION_MARKS = ("ERR_NVGPUCTRPERM", "RmProfilingAdminOnly")
+PERMISSION_FIX = ("the GPU's performance counters are restricted to administrators (ERR_NVGPUCTRPERM): run as "
+                  "root, or load the driver with NVreg_RestrictProfilingToAdminUsers=0 "
+                  "(https://developer.nvidia.com/ERR_NVGPUCTRPERM)")
+
+
+#: ncu's error line for the profiled program's own exit status: pytest exits 1 when a test fails,
+#: which costs no counter of the tests that passed.
+APP_EXIT = "The application returned an error code"
+
+
+class CounterError(Exception):
+    """Counters could not be collected; the message names the cause and the fix in one line."""
+
+
+@dataclass
+class CounterRun:
+    """What one counting process gave: counters per test id, and what it cost."""
+
+    counters: dict[str, Counters] = field(default_factory=dict)
+    seconds: float = 0.0
+    kernels: int = 0
+    log: Path | None = None
+    warm_s: float = 0.0  # the calls' warm-up calls (compilation and autotuning: the timing run reuses them)
+    counted_s: float = 0.0  # the counted calls, ncu's replays included
+
+    def cost_text(self) -> str:
+        """Where the counting process's time went."""
+        rest = max(self.seconds - self.warm_s - self.counted_s, 0.0)
+        return (f"{self.seconds:.0f} s: counted calls {self.counted_s:.0f} s, their warm-up calls {self.warm_s:.0f} s "
+                f"(compiling, autotuning: cached for the timing run), the rest {rest:.0f} s (start-up, collection, "
+                f"the tests' own checks)")
+
+
+def find_ncu(env: dict[str, str] | None = None) -> str | None:
+    """The ncu executable: $GPUPERF_NCU, the PATH, then the CUDA toolkit's usual places."""
+    env = os.environ if env is None else env
+    given = env.get("GPUPERF_NCU")
+    if given:
+        return given if os.access(given, os.X_OK) else None
+    found = shutil.which("ncu", path=env.get("PATH"))
+    if found:
+        return found
+    home = env.get("CUDA_HOME") or env.get("CUDA_PATH") or "/usr/local/cuda"
+    for place in NCU_PLACES:
+        candidate = place.format(cuda_home=home)
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def counting_args(args: Sequence[str], window_file: Path, cache_dir: Path, xdist: bool) -> list[str]:
+    """The pytest arguments of the counting process: the user's, less its outputs and the counters
+    option, in one process (`-n 0` under pytest-xdist) with a cache of its own."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        option = arg.split("=", 1)[0]
+        if option in DROPPED_FLAGS:
+            continue
+        if option in DROPPED_VALUES:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    out += [f"--gpuperf-counter-pass={window_file}", "-o", f"cache_dir={cache_dir}", "-q", "-p", "no:randomly"]
+    return out + (["-n", "0"] if xdist else [])
+
+
+def ncu_command(ncu: str, csv_path: Path, program: Sequence[str]) -> list[str]:
+    """ncu around `program`: only the profiler-started windows, their NVTX ranges named, the L2
+    flushed before each kernel (DRAM bytes of a cold cache, as timed by default), clocks left alone
+    (counts do not depend on them, and the timing run comes next)."""
+    return [ncu, "--profile-from-start", "off", "--nvtx", "--metrics", ",".join(METRICS), "--csv", "--page", "raw",
+            "--print-units", "base", "--cache-control", "all", "--clock-control", "none",
+            "--target-processes", "application-only", "--log-file", str(csv_path), *program]
+
+
+def _number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_csv(text: str) -> dict[int, list[dict[str, float]]]:
+    """ncu's raw CSV (`--csv --page raw --nvtx`) -> window index -> its kernels' counters. Kernels
+    outside a `gpuperf-counters#k` range are left out; ncu's own `==PROF==` lines are skipped."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("==")]
+    if not lines:
+        return {}
+    reader = csv.DictReader(io.StringIO("\n".join(lines)))
+    nvtx = [name for name in reader.fieldnames or () if "Push/Pop_Range" in name or "Start/Stop_Range" in name]
+    windows: dict[int, list[dict[str, float]]] = {}
+    for row in reader:
+        if not (row.get("ID") or "").strip().isdigit():
+            continue  # the units row
+        match = next((m for m in (_RANGE.search(row.get(col) or "") for col in nvtx) if m), None)
+        if match is None:
+            continue
+        kernel = {stored: value for metric, stored in METRICS.items()
+                  if (value := _number(row.get(metric) or "")) is not None}
+        windows.setdefault(int(match.group(1)), []).append(kernel)
+    return windows
+
+
+@dataclass(frozen=True)
+class Window:
+    """One counted call: its test, the seconds its warm-up call took and those of the counted one
+    (ncu's replay of its kernels included)."""
+
+    nodeid: str
+    warm_s: float
+    counted_s: float
+
+
+def read_windows(path: Path) -> dict[int, Window]:
+    """The counting process's window file (`index, warm-up s, counted s, test id` per line)."""
+    out: dict[int, Window] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            parts = line.split("\t", 3)
+            if len(parts) == 4 and parts[0].isdigit():
+                out[int(parts[0])] = Window(parts[3], float(parts[1]), float(parts[2]))
+    return out
+
+
+def counters_by_test(windows: dict[int, Window], kernels: dict[int, list[dict[str, float]]]) -> dict[str, Counters]:
+    """Each counted test's counters; a window in which no kernel ran counts zero of everything."""
+    return {w.nodeid: summed(kernels.get(index, [])) for index, w in windows.items()}
+
+
+def count_call(call: Callable[[], Any], index: int, nodeid: str, window_file: Path) -> Any:
+    """In the counting process: warm `call` up (compilation, autotuning, lazy initialisation), then
+    run it once inside window `index` and note the window's test id. Returns the counted call's result."""
+    import torch
+
+    started = time.perf_counter()
+    value = call()
+    torch.cuda.synchronize()
+    del value  # one output on the device at a time
+    warmed = time.perf_counter()
+    torch.cuda.nvtx.range_push(f"{RANGE_PREFIX}{index}")
+    torch.cuda.profiler.start()
+    try:
+        value = call()
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.profiler.stop()
+        torch.cuda.nvtx.range_pop()
+    counted = time.perf_counter()
+    with open(window_file, "a", encoding="utf-8") as out:
+        out.write(f"{index}\t{warmed - started:.4f}\t{counted - warmed:.4f}\t{nodeid}\n")
+    return value
+
+
+def problem_in(log: str) -> str | None:
+    """The reason in ncu's output that no counters came back, as one line (None if none is named)."""
+    if any(mark in log for mark in PERMISSION_MARKS):
+        return PERMISSION_FIX
+    errors = [line.split("==ERROR==", 1)[1].strip() for line in log.splitlines() if "==ERROR==" in line]
+    errors = [e for e in errors if not e.startswith(APP_EXIT)]
+    return f"Nsight Compute: {errors[0]}" if errors else None
+
+
+def run_counting(args: Sequence[str], cwd: Path, xdist: bool, say: Callable[[str], None],
+                 runner: Callable[..., Any] = subprocess.run) -> CounterRun:
+    """Count every `gpu_benchmark` call the user's pytest command selects, in one process under ncu.
+    CounterError (one line: cause and fix) where ncu is missing, refused or counted nothing."""
+    ncu = find_ncu()
+    if ncu is None:
+        raise CounterError("no Nsight Compute: ncu is not on the PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; "
+                           "install the CUDA toolkit's Nsight Compute or set GPUPERF_NCU=/path/to/ncu")
+    work = Path(tempfile.mkdtemp(prefix="gpuperf-counters-"))
+    window_file, csv_path, log = work / "windows.tsv", work / "counters.csv", work / "pytest.log"
+    program = pytest_command(counting_args(args, window_file, work / "cache", xdist))
+    say(f"gpuperf: counting hardware counters with {ncu} (one call per test, before timing; log {log})")
+    started = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as out:
+        runner(ncu_command(ncu, csv_path, program), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=False)
+    seconds = time.perf_counter() - started
+    text = log.read_text(encoding="utf-8", errors="replace")
+    csv_text = csv_path.read_text(encoding="utf-8", errors="replace") if csv_path.exists() else ""
+    windows = read_windows(window_file)
+    kernels = parse_csv(csv_text)
+    problem = problem_in(text) or problem_in(csv_text)
+    if problem and not kernels:
+        raise CounterError(problem)
+    if windows and not kernels:
+        raise CounterError(f"Nsight Compute profiled no kernel of the {len(windows)} counted calls (see {log})")
+    if not windows:
+        tail = " | ".join(text.strip().splitlines()[-2:]) or "no output"
+        raise CounterError(f"the counting process counted no gpu_benchmark call ({tail}; see {log})")
+    return CounterRun(counters_by_test(windows, kernels), seconds, sum(len(k) for k in kernels.values()), log,
+                      sum(w.warm_s for w in windows.values()), sum(w.counted_s for w in windows.values()))
