@@ -49,6 +49,11 @@ OCCUPANCY = "occupancy_pct"
 SPREAD_FACTOR = 2.0
 
 MORE, LESS, SAME = "more", "less", "same"
+#: How far a test's declared `bytes=` may lie from the DRAM bytes its kernels moved before its GB/s
+#: and % of peak are called wrong; judged only where the declaration exceeds L2_SHARE times the L2
+#: (smaller working sets partly stay in it).
+DECLARED_FACTOR = 2.0
+L2_SHARE = 2.0
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,22 @@ def describe(base: Counters, now: Counters, changes: Mapping[str, float | None],
     if not held:
         return "no counters in common"
     return "same " + " and ".join("DRAM bytes" if h == "DRAM read" else h for h in held)
+
+
+def declared_bytes_note(declared: int | None, counters: "Counters | None", l2_bytes: int | None) -> str | None:
+    """A line where a call's declared bytes are more than DECLARED_FACTOR from the DRAM bytes its
+    kernels read and wrote (its GB/s and % of peak then mislead); None where they agree or cannot be
+    told apart from what the L2 holds."""
+    if not declared or counters is None or not l2_bytes or declared < L2_SHARE * l2_bytes:
+        return None
+    read, written = counters.center("dram_read_bytes"), counters.center("dram_write_bytes")
+    if read is None or written is None:
+        return None
+    ratio = (read + written) / declared
+    if 1.0 / DECLARED_FACTOR <= ratio <= DECLARED_FACTOR:
+        return None
+    return (f"declared bytes={declared:,} but its kernels read and wrote {read + written:,.0f} DRAM bytes "
+            f"({ratio:.2f}x): its GB/s and % of peak are off by that factor; declare what it moves")
 
 
 def summed(kernels: Sequence[Mapping[str, float]]) -> Counters:

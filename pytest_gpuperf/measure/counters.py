@@ -23,6 +23,7 @@ from typing import Any
 
 from ..core.child import pytest_command
 from ..core.counters import OCCUPANCY, Counters, summed
+from .device import has_cuda
 
 #: Nsight Compute metric -> the stored counter (or `duration_ns`, the occupancy's weight).
 METRICS = {
@@ -216,6 +217,8 @@ def run_counting(args: Sequence[str], cwd: Path, xdist: bool, say: Callable[[str
                  runner: Callable[..., Any] = subprocess.run) -> CounterRun:
     """Count every `gpu_benchmark` call the user's pytest command selects, in one process under ncu.
     CounterError (one line: cause and fix) where ncu is missing, refused or counted nothing."""
+    if not has_cuda():
+        raise CounterError("no CUDA device is visible (counters count GPU kernels)")
     ncu = find_ncu()
     if ncu is None:
         raise CounterError("no Nsight Compute: ncu is not on the PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; "

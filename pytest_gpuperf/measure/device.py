@@ -166,6 +166,14 @@ def describe(index: int | None = None) -> dict[str, Any]:
             "sm_count": props.multi_processor_count, "memory_gib": memory_gib, "peaks": {}}
 
 
+def l2_cache_bytes() -> int | None:
+    """The current CUDA device's L2 size in bytes (None without CUDA)."""
+    if not has_cuda():
+        return None
+    torch = import_torch()
+    return int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)) or None
+
+
 def software_versions() -> dict[str, str | None]:
     """Versions that change what a kernel costs: torch, triton, CUDA, driver, Python, this plugin (how
     a result was timed is recorded per result: core.versions.TIMING_VERSION)."""

@@ -13,7 +13,8 @@ import pytest
 from ..core import verdict as verdict_mod
 from ..core.records import Method, Result, of_peak
 from ..core.versions import TIMING_VERSION
-from ..measure.device import has_cuda, peak_name
+from ..core.counters import declared_bytes_note
+from ..measure.device import has_cuda, l2_cache_bytes, peak_name
 from ..measure.measurement import Measurement, iter_tensors
 from ..measure.timer import measure
 from ..measure.tolerance import is_nonnegative_number
@@ -66,7 +67,7 @@ class GpuBenchmark:
         self.stats = record
         self.measurement = measurement
         self._item.stash[ITEM_RECORD] = record
-        for warning in measurement.warnings:
+        for warning in record["warnings"]:
             self._item.warn(pytest.PytestWarning(f"gpuperf: {warning}"))
         for note in self._perf.peaks.take_notes():  # each peak problem once per process
             self._item.warn(pytest.PytestWarning(note))
@@ -149,6 +150,9 @@ class GpuBenchmark:
                 bound = max(fractions, key=lambda side: fractions[side][0])  # the nearer roofline side
                 (pct, above), peak = of_peak(100 * fractions[bound][0]), fractions[bound][1]
         item = self._item
+        counters = self._perf.counters.get(item.nodeid)
+        note = declared_bytes_note(nbytes, counters, l2_cache_bytes())
+        warnings = m.warnings + ([note] if note else [])
         marker = item.get_closest_marker("gpuperf")
         name = getattr(item, "originalname", item.name)
         return Result(
@@ -161,7 +165,7 @@ class GpuBenchmark:
             peak_memory_bytes=m.peak_memory_bytes, method=m.method, calls_per_sample=m.calls_per_sample,
             cache=m.cache, timing=TIMING_VERSION, node_gap_ms=m.node_gap_ms, sm_clock_mhz=m.sm_clock_mhz,
             throttle=m.throttle, loaded=m.loaded, slow_replay_us=m.slow_replay_us,
-            counters=self._perf.counters_of(item.nodeid), warnings=m.warnings,
+            counters=counters.to_dict() if counters is not None else None, warnings=warnings,
             wall_s=m.wall_s, measured_s=m.measured_s,
             data=m.samples_ms,
         ).to_dict()

@@ -141,11 +141,6 @@ class GpuPerf:
         kept, _ = valid_peaks(stored if isinstance(stored, dict) else None, device_kind(self.device))
         return merged_peaks(kept, self.peaks.recordable())
 
-    def counters_of(self, nodeid: str) -> dict | None:
-        """A test's counters from the counting pass, as its result record holds them."""
-        counters = self.counters.get(nodeid)
-        return counters.to_dict() if counters is not None else None
-
     def count(self, nodeid: str, call) -> Any:
         """In the counting process: count one call of `nodeid` (measure.counters.count_call)."""
         from ..measure.counters import count_call
@@ -160,18 +155,15 @@ class GpuPerf:
 
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         say = (lambda line: reporter.write_line(line)) if reporter is not None else (lambda line: None)
-        if not has_cuda():
-            self.counter_note = "no counters: no CUDA device is visible (counters count GPU kernels)"
+        try:
+            run = run_counting(self.config.invocation_params.args, self.config.invocation_params.dir,
+                               self.config.pluginmanager.hasplugin("xdist"), say)
+        except CounterError as exc:
+            self.counter_note = f"no counters: {exc}; timing goes on without them"
         else:
-            try:
-                run = run_counting(self.config.invocation_params.args, self.config.invocation_params.dir,
-                                   self.config.pluginmanager.hasplugin("xdist"), say)
-            except CounterError as exc:
-                self.counter_note = f"no counters: {exc}; timing goes on without them"
-            else:
-                self.counters = run.counters
-                self.counter_note = (f"counters of {len(run.counters)} calls ({run.kernels} kernels) counted before "
-                                     f"timing in {run.cost_text()}")
+            self.counters = run.counters
+            self.counter_note = (f"counters of {len(run.counters)} calls ({run.kernels} kernels) counted before "
+                                 f"timing in {run.cost_text()}")
         say(f"gpuperf: {self.counter_note}")
         if self.counters:
             self._counter_file = write_counters(self.counters)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ..core.files import atomic_write_text
 from ..core.verdict import DEFAULT_THRESHOLD, judge
-from .rows import COLUMNS, ceiling_line, cells_of, grouped, kept_columns, peaks_text, summary_counts
+from .rows import COLUMNS, ceiling_line, cells_of, counters_line, grouped, kept_columns, peaks_text, summary_counts
 
 _MD_VERDICT = {
     "slower": "🔴 **slower**",
@@ -42,7 +42,11 @@ def markdown(results: list[dict], device: dict, software: dict, *, note: str | N
     ceiling = ceiling_line(results)
     if ceiling:
         out += [_md_escape(ceiling), ""]
-    regressions = [r for r in results if r.get("verdict") == "slower" or r.get("memory_verdict") == "slower"]
+    work = counters_line(results)
+    if work:
+        out += [_md_escape(work.removeprefix("gpuperf: ")), ""]
+    regressions = [r for r in results if r.get("regression") or r.get("verdict") == "slower"
+                   or r.get("memory_verdict") == "slower"]
     if regressions:
         out.append("### Regressions")
         out.append("")
@@ -64,6 +68,8 @@ def markdown(results: list[dict], device: dict, software: dict, *, note: str | N
             mem = r.get("memory_verdict")
             if mem in ("slower", "faster"):
                 verdict += f" (peak memory {'**grew**' if mem == 'slower' else 'shrank'})"
+            if r.get("counter_verdict") in ("more", "less"):
+                verdict += f" ({'**more work**' if r['counter_verdict'] == 'more' else 'less work'})"
             label = r.get("param") or r.get("name") or ""
             out.append("| " + " | ".join([f"`{_md_escape(label)}`"] + [_md_escape(c) for c in cells]
                                          + [verdict]) + " |")

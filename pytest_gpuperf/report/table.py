@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..core.units import fmt_ms
+from ..core.verdict import is_regression
 from .rows import (COLUMNS, ceiling_line, cells_of, detects_text, device_line, fmt_change, grouped, kept_columns,
                    middle_truncate, natural_key,
                    nodeid_name, nodeid_param, param_width, row_key, summary_counts, verdict_parts,
@@ -85,6 +86,7 @@ def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], wi
             line = "  " + f"{middle_truncate(label, param_w):<{param_w}}"
             line += "".join(f"  {c:>{w}}" for c, w in zip(cells, widths))
             line += f"  {v.time}" + {"slower": " (more memory)", "faster": " (less memory)"}.get(v.memory, "")
+            line += {"more": " (more work)", "less": " (less work)"}.get(v.counters or "", "")
             lines.append(line.rstrip())
         lines.append("")
     mem_slower = sum(1 for _, _, v in records if v.memory == "slower")
@@ -93,7 +95,11 @@ def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], wi
     if mem_slower:
         summary += f", {mem_slower} with more peak memory"
     lines.append(summary)
+    worked = [v.counters for _, _, v in records if v.counters]
+    if worked:
+        lines.append("counters: " + ", ".join(f"{worked.count(w)} {w} work" for w in ("more", "less", "same")
+                                              if worked.count(w)))
     for key, _, v in records:
-        if v.time == "slower" or v.memory == "slower":
+        if is_regression(v):
             lines.append(f"REGRESSION {key}: {v.message}")
     return lines

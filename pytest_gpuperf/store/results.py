@@ -137,6 +137,8 @@ def benchmark_json(results: list[dict], device: dict, software: dict, started_at
             extra["baseline_median_ms"] = base.get("median_ms")
             # the medians it was judged from: an entry's recordings, or the base side's A/B rounds
             extra["baseline_history"] = base.get("history")
+            if base.get("counters"):
+                extra["baseline_counters"] = base["counters"]
         extra["median_ms"] = r.get("median_ms")
         extra["device"] = (device or {}).get("key")
         benches.append({

@@ -1,0 +1,296 @@
+"""Hardware counters on the CPU: ncu's CSV (a recording from an H200), the counter gate's rules, their
+storage, every refusal path, and the plugin's wiring through pytester with the counting pass faked."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_gpuperf.core.counters import Counters, judge_counters, summed
+from pytest_gpuperf.core.verdict import is_regression, judge
+from pytest_gpuperf.measure import counters as counting
+from pytest_gpuperf.store import baseline as baseline_mod
+
+pytest_plugins = ["pytester"]
+
+RAW = Path(__file__).parent / "data" / "ncu_raw_h200.csv"
+
+
+def _c(**values) -> Counters:
+    return Counters({k: tuple(v if isinstance(v, (list, tuple)) else [v]) for k, v in values.items()})
+
+
+# ---- ncu's CSV -----------------------------------------------------------------------------------
+
+def test_the_raw_csv_gives_each_window_its_kernels_and_leaves_out_the_rest() -> None:
+    windows = counting.parse_csv(RAW.read_text())
+    assert sorted(windows) == [0, 1, 2, 3, 4]
+    assert [len(windows[i]) for i in range(5)] == [2, 2, 2, 2, 1]  # a marker kernel, then the call's own
+    gelu = summed(windows[0])
+    assert gelu.center("instructions") == 368 + 14_876_672  # thousands separators read
+    assert gelu.center("dram_read_bytes") == 5_120 + 67_126_528
+    assert gelu.center("launches") == 2
+    assert 75.0 < gelu.center("occupancy_pct") < 76.0  # 3.5% for 2.9 µs, 81.6% for 32.8 µs
+    assert summed(windows[2]).center("tensor_instructions") > 2_000_000  # the cuBLAS matmul
+
+
+def test_windows_map_to_their_tests_and_a_window_without_kernels_counts_zero(tmp_path: Path) -> None:
+    window_file = tmp_path / "windows.tsv"
+    window_file.write_text("0\t1.5\t0.2\tt.py::test_a\n7\t0.1\t0.1\tt.py::test_empty\nnot a line\n")
+    windows = counting.read_windows(window_file)
+    assert windows[0] == counting.Window("t.py::test_a", 1.5, 0.2)
+    by_test = counting.counters_by_test(windows, counting.parse_csv(RAW.read_text()))
+    assert by_test["t.py::test_a"].center("instructions") == 368 + 14_876_672
+    assert by_test["t.py::test_empty"].center("launches") == 0
+
+
+def test_the_counting_process_drops_outputs_and_counts_in_one_process(tmp_path: Path) -> None:
+    args = ["perf", "-k", "elu", "--gpuperf", "--gpuperf-counters", "--gpuperf-save", "--gpuperf-json", "x.json",
+            "--gpuperf-markdown=s.md", "-n", "4"]
+    out = counting.counting_args(args, tmp_path / "w.tsv", tmp_path / "cache", xdist=True)
+    assert out[:5] == ["perf", "-k", "elu", "--gpuperf", "-n"]
+    for gone in ("--gpuperf-counters", "--gpuperf-save", "x.json", "--gpuperf-markdown=s.md"):
+        assert gone not in out
+    assert f"--gpuperf-counter-pass={tmp_path / 'w.tsv'}" in out and out[-2:] == ["-n", "0"]
+    assert "-n" not in counting.counting_args(["t.py"], tmp_path / "w", tmp_path / "c", xdist=False)
+
+
+def test_ncu_is_found_where_the_toolkit_puts_it(tmp_path: Path) -> None:
+    ncu = tmp_path / "bin" / "ncu"
+    ncu.parent.mkdir()
+    ncu.write_text("#!/bin/sh\n")
+    ncu.chmod(0o755)
+    assert counting.find_ncu({"GPUPERF_NCU": str(ncu)}) == str(ncu)
+    assert counting.find_ncu({"GPUPERF_NCU": str(tmp_path / "nope")}) is None
+    assert counting.find_ncu({"PATH": str(ncu.parent)}) == str(ncu)
+    assert counting.find_ncu({"PATH": "", "CUDA_HOME": str(tmp_path)}) == str(ncu)
+
+
+@pytest.mark.parametrize("log, expected", [
+    ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", counting.PERMISSION_FIX),
+    ("==ERROR== The application returned an error code (1).", None),  # a failing test costs no counters
+    ("==ERROR== Failed to find metric sm__inst_executed_pipe_tensor.sum", "Nsight Compute: Failed to find metric"),
+    ("==PROF== Disconnected", None),
+])
+def test_ncu_refusals_read_as_one_line_with_the_cause(log: str, expected: str | None) -> None:
+    problem = counting.problem_in(log)
+    assert problem == expected if expected is None else problem.startswith(expected)
+
+
+def _fake_ncu(csv_text: str, windows: str, exit_log: str = ""):
+    """A runner standing in for `subprocess.run(ncu ...)`: writes the window file and the CSV."""
+    def run(command, cwd, stdout, stderr, check):
+        window = next(a.split("=", 1)[1] for a in command if a.startswith("--gpuperf-counter-pass="))
+        Path(window).write_text(windows)
+        Path(command[command.index("--log-file") + 1]).write_text(csv_text)
+        stdout.write(exit_log)
+    return run
+
+
+@pytest.fixture
+def gpu_with_ncu(monkeypatch, tmp_path: Path) -> None:
+    ncu = tmp_path / "ncu"
+    ncu.write_text("#!/bin/sh\n")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("GPUPERF_NCU", str(ncu))
+    monkeypatch.setattr("pytest_gpuperf.measure.counters.has_cuda", lambda: True)
+
+
+def test_a_counting_run_gives_counters_per_test_and_its_cost(gpu_with_ncu, tmp_path: Path) -> None:
+    said = []
+    run = counting.run_counting(["t.py"], tmp_path, False, said.append,
+                                runner=_fake_ncu(RAW.read_text(), "0\t2.0\t0.5\tt.py::test_gelu\n1\t1.0\t0.5\tt.py::test_sm\n"))
+    assert set(run.counters) == {"t.py::test_gelu", "t.py::test_sm"} and run.kernels == 9
+    assert run.warm_s == 3.0 and run.counted_s == 1.0
+    assert "counted calls 1 s, their warm-up calls 3 s" in run.cost_text() and "ncu" in said[0]
+
+
+@pytest.mark.parametrize("csv_text, windows, log, message", [
+    ("", "", "==ERROR== ERR_NVGPUCTRPERM", "restricted to administrators"),
+    ("", "0\t1\t1\tt.py::a\n", "", "profiled no kernel"),
+    ("", "", "ERROR: file or directory not found", "counted no gpu_benchmark call"),
+])
+def test_a_counting_run_that_gives_nothing_says_why(gpu_with_ncu, tmp_path, csv_text, windows, log, message) -> None:
+    with pytest.raises(counting.CounterError, match=message):
+        counting.run_counting(["t.py"], tmp_path, False, lambda _: None, runner=_fake_ncu(csv_text, windows, log))
+
+
+def test_no_ncu_and_no_gpu_are_one_line_each(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("pytest_gpuperf.measure.counters.has_cuda", lambda: False)
+    with pytest.raises(counting.CounterError, match="no CUDA device"):
+        counting.run_counting(["t.py"], tmp_path, False, print)
+    monkeypatch.setattr("pytest_gpuperf.measure.counters.has_cuda", lambda: True)
+    monkeypatch.setattr(counting, "find_ncu", lambda env=None: None)
+    with pytest.raises(counting.CounterError, match="GPUPERF_NCU"):
+        counting.run_counting(["t.py"], tmp_path, False, print)
+
+
+# ---- the counter gate ----------------------------------------------------------------------------
+
+BASE = dict(instructions=1_000_000, dram_read_bytes=4_000_000, dram_write_bytes=4_000_000, l2_bytes=9_000_000,
+            tensor_instructions=0, launches=1)
+
+
+@pytest.mark.parametrize("moved, verdict", [
+    ({}, "same"),
+    ({"instructions": 1_004_000}, "same"),  # within the 0.5% floor
+    ({"instructions": 1_010_000}, "more"),
+    ({"instructions": 900_000}, "less"),
+    ({"dram_read_bytes": 4_120_000}, "same"),  # DRAM reads move with the L2: 5% floor
+    ({"dram_read_bytes": 6_000_000}, "more"),
+    ({"dram_write_bytes": 4_300_000}, "same"),  # what the L2 kept at the end: 10%
+    ({"launches": 2}, "more"),
+    ({"l2_bytes": 20_000_000}, "same"),  # named, never judged
+])
+def test_counters_are_judged_against_their_floors(moved: dict, verdict: str) -> None:
+    result = judge_counters(_c(**BASE), _c(**dict(BASE, **moved)))
+    assert result.verdict == verdict
+    assert set(result.moved) == {k for k, v in moved.items() if verdict != "same" or k == "l2_bytes"}
+
+
+def test_a_counters_own_spread_widens_what_it_allows() -> None:
+    noisy = _c(**dict(BASE, dram_read_bytes=[4_000_000, 4_400_000]))  # 10% apart in two recordings
+    assert judge_counters(noisy, _c(**dict(BASE, dram_read_bytes=4_700_000))).verdict == "same"
+    assert judge_counters(noisy, _c(**dict(BASE, dram_read_bytes=6_000_000))).verdict == "more"
+
+
+def test_no_counters_on_a_side_is_no_counter_verdict() -> None:
+    assert judge_counters(None, _c(**BASE)).verdict is None
+    assert judge({"median_ms": 1.0}, {"median_ms": 1.0, "counters": {"instructions": [5]}}, 0.05).counters is None
+
+
+def _entry(ms: float, **counters) -> dict:
+    return {"median_ms": ms, "history": [ms, ms * 1.001], "counters": {k: [v] for k, v in counters.items()}}
+
+
+def test_more_work_fails_a_test_whose_time_cannot_see_it_and_says_so() -> None:
+    v = judge(_entry(0.003, **BASE), _entry(0.00301, **dict(BASE, instructions=1_300_000)), 0.05)
+    assert v.time in ("same", "unsure") and v.counters == "more" and is_regression(v)
+    assert "counters more: the code did more work: instructions +30.0%; timing alone read" in v.message
+
+
+def test_more_work_that_ran_faster_is_named_but_does_not_fail() -> None:
+    v = judge(_entry(1.0, **BASE), {"median_ms": 0.5, **_entry(0.5, **dict(BASE, instructions=1_300_000))}, 0.05)
+    assert v.time == "faster" and v.counters == "more" and not is_regression(v)
+    assert "though it ran faster" in v.message
+
+
+def test_a_slowdown_with_the_same_work_names_the_machine() -> None:
+    base = dict(_entry(1.0, **BASE), sm_clock_mhz=1980)
+    now = dict(_entry(1.3, **BASE), sm_clock_mhz=1500)
+    v = judge(base, now, 0.05)
+    assert v.time == "slower" and v.counters == "same"
+    assert "same instructions and DRAM bytes, SM clock 1980 vs 1500 MHz: likely the machine, not the code" in v.message
+
+
+# ---- storage -------------------------------------------------------------------------------------
+
+def test_counters_round_trip_as_whole_numbers_and_bad_ones_are_named() -> None:
+    assert Counters.from_dict({"instructions": 5.0, "occupancy_pct": [81.5]}).to_dict() == {
+        "instructions": [5], "occupancy_pct": [81.5]}
+    for bad in ({"instructions": -1}, {"instructions": []}, {"instructions": "many"}, [1, 2]):
+        with pytest.raises(ValueError, match="counter"):
+            Counters.from_dict(bad)
+
+
+def test_a_recording_extends_the_counters_history_until_the_code_changes() -> None:
+    one, same, changed = ({"counters": {"instructions": [n]}} for n in (1000, 1000, 1500))
+    assert baseline_mod.merged_counters([one, same]) == {"instructions": [1000, 1000]}
+    assert baseline_mod.merged_counters([one, same, changed]) == {"instructions": [1500]}  # starts anew
+    assert baseline_mod.merged_counters([one, {"median_ms": 1.0}]) == {"instructions": [1000]}  # kept
+    many = [{"counters": {"instructions": [1000]}}] * 15
+    assert len(baseline_mod.merged_counters(many)["instructions"]) == 10  # the history window
+
+
+def test_saving_keeps_and_extends_counters_and_a_bad_entry_names_file_and_test(tmp_path: Path) -> None:
+    device = {"key": "cpu-test", "name": "test"}
+    path = tmp_path / "cpu-test.yaml"
+    baseline_mod.save(path, device, {}, {"t.py::a": {"median_ms": 1.0, "counters": {"instructions": [7]}}})
+    baseline_mod.save(path, device, {}, {"t.py::a": {"median_ms": 1.0}})  # a timing-only recording
+    baseline_mod.save(path, device, {}, {"t.py::a": {"median_ms": 1.0, "counters": {"instructions": [7]}}})
+    assert baseline_mod.load(path).entries["t.py::a"]["counters"] == {"instructions": [7, 7]}
+    text = path.read_text().replace("- 7", "- -7", 1)
+    path.write_text(text)
+    with pytest.raises(baseline_mod.BaselineError, match=r"cpu-test.yaml: entry 't.py::a': counter 'instructions'"):
+        baseline_mod.load(path)
+
+
+# ---- the plugin, its counting pass faked -----------------------------------------------------------
+
+TEST = """
+def work():
+    return sum(range(2000))
+
+def test_work(gpu_benchmark):
+    assert gpu_benchmark(work) == sum(range(2000))
+"""
+FAST = ["--gpuperf-budget", "0.1", "-p", "no:randomly"]
+
+
+@pytest.fixture
+def counted(pytester: pytest.Pytester, monkeypatch):
+    """A suite whose counting pass returns `counted.instructions` for its one test."""
+    state = {"instructions": 1000}
+
+    def fake(args, cwd, xdist, say, runner=None):
+        say("gpuperf: counting (faked)")
+        return counting.CounterRun({"test_work.py::test_work": _c(**dict(BASE, instructions=state["instructions"]))},
+                                   1.0, 1, None, 0.5, 0.25)
+
+    monkeypatch.setattr(counting, "run_counting", fake)
+    pytester.makepyfile(test_work=TEST)
+    pytester.state = state
+    return pytester
+
+
+def test_counters_are_recorded_judged_and_fail_a_test_that_did_more_work(counted: pytest.Pytester) -> None:
+    result = counted.runpytest("--gpuperf", "--gpuperf-counters", "--gpuperf-save", "--gpuperf-json=r.json", *FAST)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*counting (faked)*", "*counters of 1 calls (1 kernels) counted before timing in 1 s*"])
+    stored = yaml.safe_load(next((counted.path / "baselines").glob("*.yaml")).read_text())
+    assert stored["entries"]["test_work.py::test_work"]["counters"]["instructions"] == [1000]
+    extra = json.loads((counted.path / "r.json").read_text())["benchmarks"][0]["extra_info"]
+    assert extra["counters"]["instructions"] == [1000]
+
+    counted.state["instructions"] = 1500
+    failed = counted.runpytest("--gpuperf", "--gpuperf-counters", "--gpuperf-threshold=90%", *FAST)
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(["*gpuperf regression: *counters more: the code did more work: instructions +50.0%*"])
+    assert "more work" in failed.stdout.str()
+
+    counted.state["instructions"] = 1000
+    counted.runpytest("--gpuperf", "--gpuperf-counters", "--gpuperf-threshold=90%", *FAST).assert_outcomes(passed=1)
+
+
+def test_counters_need_gpuperf_and_their_absence_is_one_line(pytester: pytest.Pytester, monkeypatch) -> None:
+    pytester.makepyfile(test_work=TEST)
+    result = pytester.runpytest("--gpuperf-counters")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpuperf-counters: counters are judged beside time; add --gpuperf*"])
+    monkeypatch.setattr("pytest_gpuperf.measure.counters.has_cuda", lambda: False)
+    ran = pytester.runpytest("--gpuperf", "--gpuperf-counters", *FAST)
+    ran.assert_outcomes(passed=1)
+    ran.stdout.fnmatch_lines(["*no counters: no CUDA device is visible*timing goes on without them*"])
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a shell script stands in for ncu")
+def test_the_counting_process_is_started_under_ncu_with_the_users_selection(pytester, monkeypatch) -> None:
+    """A fake ncu that records its command line and runs nothing: the counting process gets the
+    user's selection and the counting options, and no output of the timing run."""
+    record = pytester.path / "argv.txt"
+    ncu = pytester.path / "ncu"
+    ncu.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {record}\n")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("GPUPERF_NCU", str(ncu))
+    monkeypatch.setattr("pytest_gpuperf.measure.counters.has_cuda", lambda: True)
+    pytester.makepyfile(test_work=TEST)
+    result = pytester.runpytest("--gpuperf", "--gpuperf-counters", "--gpuperf-json=r.json", "-k", "work", *FAST)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*no counters: the counting process counted no gpu_benchmark call*"])
+    argv = record.read_text().splitlines()
+    assert argv[:4] == ["--profile-from-start", "off", "--nvtx", "--metrics"]
+    assert "-k" in argv and "work" in argv and "--gpuperf-json=r.json" not in argv
+    assert any(a.startswith("--gpuperf-counter-pass=") for a in argv)
