@@ -294,3 +294,15 @@ def test_the_counting_process_is_started_under_ncu_with_the_users_selection(pyte
     assert argv[:4] == ["--profile-from-start", "off", "--nvtx", "--metrics"]
     assert "-k" in argv and "work" in argv and "--gpuperf-json=r.json" not in argv
     assert any(a.startswith("--gpuperf-counter-pass=") for a in argv)
+
+
+def test_a_declaration_far_above_the_dram_bytes_moved_is_named() -> None:
+    from pytest_gpuperf.core.counters import declared_bytes_note
+
+    moved = _c(dram_read_bytes=1 << 30, dram_write_bytes=1 << 30)
+    l2 = 50 << 20
+    assert declared_bytes_note(2 << 30, moved, l2) is None
+    assert declared_bytes_note(1 << 30, moved, l2) is None  # moving more than declared: an unfused impl
+    assert "4.0x too high" in declared_bytes_note(8 << 30, moved, l2)
+    assert declared_bytes_note(8 << 20, _c(dram_read_bytes=1, dram_write_bytes=1), l2) is None  # fits the L2
+    assert declared_bytes_note(8 << 30, None, l2) is None

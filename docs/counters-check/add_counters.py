@@ -1,0 +1,26 @@
+"""Adds counted counters (count_suite.py's JSON files) to the stored entries of a baseline, each
+entry's counter history extended as a recording would (store.baseline.merged_counters); timings stay.
+
+    python docs/counters-check/add_counters.py baselines/nvidia-h100-80gb-hbm3.yaml elementwise.json ...
+"""
+import json
+import sys
+from pathlib import Path
+
+from pytest_gpuperf.store import baseline
+
+path, files = Path(sys.argv[1]), sys.argv[2:]
+stored = baseline.load(path)
+counted = {}
+for name in files:
+    counted.update(json.loads(Path(name).read_text())["counters"])
+entries = dict(stored.entries)
+for nodeid, counters in counted.items():
+    if nodeid in entries:
+        entry = dict(entries[nodeid])
+        entry["counters"] = baseline.merged_counters([entry, {"counters": counters}])
+        entries[nodeid] = entry
+baseline.save(path, stored.device, stored.software, entries, keep_others=False)
+missing = sorted(set(entries) - set(counted))
+print(f"{path}: counters for {len(set(counted) & set(entries))} of {len(entries)} entries; "
+      f"{len(set(counted) - set(entries))} counted tests have no entry; without counters: {missing[:5]}")
