@@ -101,7 +101,7 @@ def gpu_with_ncu(monkeypatch, tmp_path: Path) -> None:
 
 def test_a_counting_run_gives_counters_per_test_and_its_cost(gpu_with_ncu, tmp_path: Path) -> None:
     said = []
-    run = counting.run_counting(["t.py"], tmp_path, False, said.append,
+    run = counting.run_counting(["t.py"], tmp_path, False, said.append, work=tmp_path / "w",
                                 runner=_fake_ncu(RAW.read_text(), "0\t2.0\t0.5\tt.py::test_gelu\n1\t1.0\t0.5\tt.py::test_sm\n"))
     assert set(run.counters) == {"t.py::test_gelu", "t.py::test_sm"} and run.kernels == 9
     assert run.warm_s == 3.0 and run.counted_s == 1.0
@@ -115,7 +115,8 @@ def test_a_counting_run_gives_counters_per_test_and_its_cost(gpu_with_ncu, tmp_p
 ])
 def test_a_counting_run_that_gives_nothing_says_why(gpu_with_ncu, tmp_path, csv_text, windows, log, message) -> None:
     with pytest.raises(counting.CounterError, match=message):
-        counting.run_counting(["t.py"], tmp_path, False, lambda _: None, runner=_fake_ncu(csv_text, windows, log))
+        counting.run_counting(["t.py"], tmp_path, False, lambda _: None, runner=_fake_ncu(csv_text, windows, log),
+                               work=tmp_path / "w")
 
 
 def test_no_ncu_and_no_gpu_are_one_line_each(monkeypatch, tmp_path: Path) -> None:
@@ -235,7 +236,7 @@ def counted(pytester: pytest.Pytester, monkeypatch):
     """A suite whose counting pass returns `counted.instructions` for its one test."""
     state = {"instructions": 1000}
 
-    def fake(args, cwd, xdist, say, runner=None):
+    def fake(args, cwd, xdist, say, runner=None, work=None):
         say("gpuperf: counting (faked)")
         return counting.CounterRun({"test_work.py::test_work": _c(**dict(BASE, instructions=state["instructions"]))},
                                    1.0, 1, None, 0.5, 0.25)

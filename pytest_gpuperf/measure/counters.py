@@ -214,16 +214,21 @@ def problem_in(log: str) -> str | None:
 
 
 def run_counting(args: Sequence[str], cwd: Path, xdist: bool, say: Callable[[str], None],
-                 runner: Callable[..., Any] = subprocess.run) -> CounterRun:
-    """Count every `gpu_benchmark` call the user's pytest command selects, in one process under ncu.
-    CounterError (one line: cause and fix) where ncu is missing, refused or counted nothing."""
+                 runner: Callable[..., Any] = subprocess.run, work: Path | None = None) -> CounterRun:
+    """Count every `gpu_benchmark` call the user's pytest command selects, in one process under ncu,
+    its files in `work` (emptied first; a new temporary folder by default). CounterError (one line:
+    cause and fix) where ncu is missing, refused or counted nothing."""
     if not has_cuda():
         raise CounterError("no CUDA device is visible (counters count GPU kernels)")
     ncu = find_ncu()
     if ncu is None:
         raise CounterError("no Nsight Compute: ncu is not on the PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; "
                            "install the CUDA toolkit's Nsight Compute or set GPUPERF_NCU=/path/to/ncu")
-    work = Path(tempfile.mkdtemp(prefix="gpuperf-counters-"))
+    if work is None:
+        work = Path(tempfile.mkdtemp(prefix="gpuperf-counters-"))
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
     window_file, csv_path, log = work / "windows.tsv", work / "counters.csv", work / "pytest.log"
     program = pytest_command(counting_args(args, window_file, work / "cache", xdist))
     say(f"gpuperf: counting hardware counters with {ncu} (one call per test, before timing; log {log})")

@@ -156,8 +156,10 @@ class GpuPerf:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         say = (lambda line: reporter.write_line(line)) if reporter is not None else (lambda line: None)
         try:
+            cache = getattr(self.config, "cache", None)  # the last counting run's files, kept for a look
             run = run_counting(self.config.invocation_params.args, self.config.invocation_params.dir,
-                               self.config.pluginmanager.hasplugin("xdist"), say)
+                               self.config.pluginmanager.hasplugin("xdist"), say,
+                               work=cache.mkdir("gpuperf-counters") if cache is not None else None)
         except CounterError as exc:
             self.counter_note = f"no counters: {exc}; timing goes on without them"
         else:
@@ -295,6 +297,8 @@ class GpuPerf:
         return sorted(k for k in self.baseline.entries if k in self.collected and k not in self.results)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self._counter_file is not None:
+            self._counter_file.unlink(missing_ok=True)
         if self.is_worker or not self.settings.enabled:
             return
         from ..report.markdown import write_markdown
