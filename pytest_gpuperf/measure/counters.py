@@ -134,23 +134,31 @@ def _number(text: str) -> float | None:
 
 
 def parse_csv(text: str) -> dict[int, list[dict[str, float]]]:
-    """ncu's raw CSV (`--csv --page raw --nvtx`) -> window index -> its kernels' counters. Kernels
-    outside a `gpuperf-counters#k` range are left out; ncu's own `==PROF==` lines are skipped."""
+    """ncu's raw CSV (`--csv --page raw --nvtx`) -> window index -> its kernels' counters.
+
+    An NVTX range belongs to the thread that pushed it, and a backward's kernels come from
+    autograd's own threads: so each window opens with a marker kernel launched in its range, and a
+    kernel without a range belongs to the window of the last kernel that had one (ncu profiles
+    kernels one at a time, in launch order, and only inside windows). The markers are dropped;
+    kernels before the first marker are left out, and ncu's own `==PROF==` lines skipped."""
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("==")]
     if not lines:
         return {}
     reader = csv.DictReader(io.StringIO("\n".join(lines)))
     nvtx = [name for name in reader.fieldnames or () if "Push/Pop_Range" in name or "Start/Stop_Range" in name]
+    rows = sorted((row for row in reader if (row.get("ID") or "").strip().isdigit()),  # not the units row
+                  key=lambda row: int(row["ID"]))
     windows: dict[int, list[dict[str, float]]] = {}
-    for row in reader:
-        if not (row.get("ID") or "").strip().isdigit():
-            continue  # the units row
+    current: int | None = None
+    for row in rows:
         match = next((m for m in (_RANGE.search(row.get(col) or "") for col in nvtx) if m), None)
-        if match is None:
-            continue
-        kernel = {stored: value for metric, stored in METRICS.items()
-                  if (value := _number(row.get(metric) or "")) is not None}
-        windows.setdefault(int(match.group(1)), []).append(kernel)
+        if match is not None and int(match.group(1)) != current:
+            current = int(match.group(1))
+            windows[current] = []
+            continue  # the window's marker
+        if current is not None:
+            windows[current].append({stored: value for metric, stored in METRICS.items()
+                                     if (value := _number(row.get(metric) or "")) is not None})
     return windows
 
 
@@ -190,9 +198,11 @@ def count_call(call: Callable[[], Any], index: int, nodeid: str, window_file: Pa
     torch.cuda.synchronize()
     del value  # one output on the device at a time
     warmed = time.perf_counter()
+    marker = torch.zeros(1, device=torch.cuda.current_device())
     torch.cuda.nvtx.range_push(f"{RANGE_PREFIX}{index}")
     torch.cuda.profiler.start()
     try:
+        marker.add_(1)  # the window's first kernel, from this thread (see parse_csv)
         value = call()
         torch.cuda.synchronize()
     finally:
