@@ -315,3 +315,21 @@ def test_a_declaration_far_above_the_dram_bytes_moved_is_named() -> None:
     assert "4.0x too high" in declared_bytes_note(8 << 30, moved, l2)
     assert declared_bytes_note(8 << 20, _c(dram_read_bytes=1, dram_write_bytes=1), l2) is None  # fits the L2
     assert declared_bytes_note(8 << 30, None, l2) is None
+
+
+def test_a_roofline_per_group_places_each_result_by_its_measured_intensity(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from pytest_gpuperf.report.roofline import intensity, write_rooflines
+
+    counted = {"dram_read_bytes": [1e9], "dram_write_bytes": [1e9]}
+    results = [
+        {"nodeid": "t.py::test_mm[triton-4096]", "name": "test_mm", "param": "triton-4096", "flops": 2e12,
+         "tflops": 600.0, "median_ms": 3.3, "counters": counted},
+        {"nodeid": "t.py::test_mm[cublas-4096]", "name": "test_mm", "param": "cublas-4096", "flops": 2e12,
+         "tflops": 650.0, "median_ms": 3.1, "counters": counted},
+        {"nodeid": "t.py::test_copy[x]", "name": "test_copy", "param": "x", "median_ms": 1.0},  # no counters
+    ]
+    assert intensity(results[0]) == 1000.0 and intensity(results[2]) is None
+    paths = write_rooflines(tmp_path, results, {"name": "GPU", "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 740.0}})
+    assert [p.name for p in paths] == ["roofline-test_mm.png"] and paths[0].stat().st_size > 1000
+    assert write_rooflines(tmp_path, results[2:], None) == []

@@ -303,6 +303,7 @@ class GpuPerf:
             return
         from ..report.markdown import write_markdown
         from ..report.plots import write_plots
+        from ..report.roofline import write_rooflines
         from ..store.results import write_json
 
         results = list(self.results.values())
@@ -320,7 +321,8 @@ class GpuPerf:
         outputs = [(s.save and results, save),
                    (s.json_path, lambda: write_json(s.json_path, results, device, sw, self.started_at)),
                    (s.markdown_path, lambda: write_markdown(s.markdown_path, results, device, sw)),
-                   (s.plot_dir, lambda: write_plots(s.plot_dir, results, self.baseline, device=device))]
+                   (s.plot_dir, lambda: (write_plots(s.plot_dir, results, self.baseline, device=device),
+                                         write_rooflines(s.plot_dir, results, device)))]
         for wanted, write in outputs:
             if not wanted:
                 continue
