@@ -333,3 +333,11 @@ def test_a_roofline_per_group_places_each_result_by_its_measured_intensity(tmp_p
     paths = write_rooflines(tmp_path, results, {"name": "GPU", "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 740.0}})
     assert [p.name for p in paths] == ["roofline-test_mm.png"] and paths[0].stat().st_size > 1000
     assert write_rooflines(tmp_path, results[2:], None) == []
+
+
+def test_the_counting_process_runs_only_the_tests_that_use_gpu_benchmark(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_work=TEST + "\ndef test_plain():\n    assert True\n")
+    window = pytester.path / "w.tsv"
+    result = pytester.runpytest("--gpuperf", f"--gpuperf-counter-pass={window}", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["test_work.py::test_work", "*1 deselected*"])
+    assert "test_plain" not in result.stdout.str()

@@ -229,14 +229,14 @@ class GpuPerf:
 
         Under --gpuperf, tests that use gpu_profile run after all the others (in their own order):
         torch.profiler leaves CUPTI attached to the process, which slows every later launch. A
-        `gpuperf ab` round runs only the tests its plan lists."""
+        `gpuperf ab` round runs only the tests its plan lists, and the counting process only the
+        tests that use gpu_benchmark."""
         plan = self.settings.plan
         if plan is not None and plan.select is not None:
             keep = set(plan.select)
-            dropped = [item for item in items if item.nodeid not in keep]
-            if dropped:
-                items[:] = [item for item in items if item.nodeid in keep]
-                self.config.hook.pytest_deselected(items=dropped)
+            self._deselect(items, [item for item in items if item.nodeid not in keep])
+        if self.settings.counter_pass is not None:
+            self._deselect(items, [item for item in items if "gpu_benchmark" not in getattr(item, "fixturenames", ())])
         for item in items:
             try:
                 marker_threshold(item, self.settings.threshold)
@@ -282,6 +282,12 @@ class GpuPerf:
         torch's AccumulateGrad stream-mismatch warning has no cause (docs/measurement-evidence.md)."""
         with self._on_session_stream():
             yield
+
+    def _deselect(self, items: list[pytest.Item], dropped: list[pytest.Item]) -> None:
+        if dropped:
+            gone = {id(item) for item in dropped}
+            items[:] = [item for item in items if id(item) not in gone]
+            self.config.hook.pytest_deselected(items=dropped)
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if MARKER_ERROR in item.stash:
