@@ -341,3 +341,10 @@ def test_the_counting_process_runs_only_the_tests_that_use_gpu_benchmark(pyteste
     result = pytester.runpytest("--gpuperf", f"--gpuperf-counter-pass={window}", "--collect-only", "-q")
     result.stdout.fnmatch_lines(["test_work.py::test_work", "*1 deselected*"])
     assert "test_plain" not in result.stdout.str()
+
+
+def test_merging_recordings_pools_their_counters() -> None:
+    first = {"t.py::a": {"median_ms": 1.0, "method": "events", "cache": "cold", "counters": {"instructions": [7]}}}
+    second = {"t.py::a": {"median_ms": 1.01, "method": "events", "cache": "cold", "counters": {"instructions": [7]}}}
+    merged, _ = baseline_mod.combine([("one", first), ("two", second)])
+    assert merged["t.py::a"]["counters"] == {"instructions": [7, 7]} and len(merged["t.py::a"]["history"]) == 2
