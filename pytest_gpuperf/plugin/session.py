@@ -23,6 +23,7 @@ from ..measure.device import describe, has_cuda, read_clocks, software_versions
 from ..measure.peaks import Peaks, cache_key as peak_cache_key, device_kind, merged_peaks, valid_peaks
 from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
+from .outputs import write_failure
 from .workers import sharing_message
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
@@ -46,6 +47,7 @@ class GpuPerf:
         self.collected: set[str] = set()
         self.saved: int | None = None
         self.write_error: str | None = None
+        self.written: list[str] = []  # the outputs written, but for the baseline
         self.device: dict[str, Any] = {}
         self.baseline: baseline_mod.Baseline | None = None
         #: hardware counters per test id, from the counting pass (--gpuperf-counters)
@@ -324,20 +326,27 @@ class GpuPerf:
             baseline_mod.save(self.baseline_path, device, sw, entries)
             self.saved = len(entries)
 
-        outputs = [(s.save and results, save),
-                   (s.json_path, lambda: write_json(s.json_path, results, device, sw, self.started_at)),
-                   (s.markdown_path, lambda: write_markdown(s.markdown_path, results, device, sw)),
-                   (s.plot_dir, lambda: (write_plots(s.plot_dir, results, self.baseline, device=device),
-                                         write_rooflines(s.plot_dir, results, device)))]
-        for wanted, write in outputs:
-            if not wanted:
+        # Each output is written or fails on its own, and the summary names every one written.
+        outputs = [("--gpuperf-save", s.save and results and self.baseline_path, save),
+                   ("--gpuperf-json", s.json_path,
+                    lambda: write_json(s.json_path, results, device, sw, self.started_at)),
+                   ("--gpuperf-markdown", s.markdown_path,
+                    lambda: write_markdown(s.markdown_path, results, device, sw)),
+                   ("--gpuperf-plot", s.plot_dir,
+                    lambda: (write_plots(s.plot_dir, results, self.baseline, device=device),
+                             write_rooflines(s.plot_dir, results, device)))]
+        for where, path, write in outputs:
+            if not path:
                 continue
             try:
                 write()
-            except ImportError as exc:
-                errors.append(f"{exc} (plots need matplotlib: pip install 'pytest-gpuperf[plot]')")
-            except (baseline_mod.BaselineError, OSError, ValueError) as exc:
-                errors.append(str(exc))
+            except baseline_mod.BaselineError as exc:
+                errors.append(str(exc))  # it names the baseline file
+            except (ImportError, OSError, ValueError) as exc:
+                errors.append(write_failure(where, path, exc))
+            else:
+                if where != "--gpuperf-save":  # the summary's saved line names the baseline
+                    self.written.append(str(path))
         if errors:
             self.write_error = "; ".join(errors)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -373,10 +382,12 @@ class GpuPerf:
         if regressions:
             tr.write_line(f"gpuperf: {len(regressions)} regression(s) against {self.baseline_path}",
                           red=True, bold=True)
+        if self.saved is not None:
+            tr.write_line(f"gpuperf: saved {self.saved} entries to {self.baseline_path}")
+        if self.written:
+            tr.write_line(f"gpuperf: wrote {', '.join(self.written)}")
         if self.write_error:
             tr.write_line(f"gpuperf: could not write results: {self.write_error}", red=True, bold=True)
-        elif self.saved is not None:
-            tr.write_line(f"gpuperf: saved {self.saved} entries to {self.baseline_path}")
 
 
 #: pytest-xdist workerinput key of the counters file.
