@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from pytest_gpuperf.core.counters import Counters, judge_counters, summed
+from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.core.verdict import is_regression, judge
 from pytest_gpuperf.measure import counters as counting
 from pytest_gpuperf.store import baseline as baseline_mod
@@ -217,9 +218,10 @@ def test_a_recording_extends_the_counters_history_until_the_code_changes() -> No
 def test_saving_keeps_and_extends_counters_and_a_bad_entry_names_file_and_test(tmp_path: Path) -> None:
     device = {"key": "cpu-test", "name": "test"}
     path = tmp_path / "cpu-test.yaml"
-    baseline_mod.save(path, device, {}, {"t.py::a": {"median_ms": 1.0, "counters": {"instructions": [7]}}})
-    baseline_mod.save(path, device, {}, {"t.py::a": {"median_ms": 1.0}})  # a timing-only recording
-    baseline_mod.save(path, device, {}, {"t.py::a": {"median_ms": 1.0, "counters": {"instructions": [7]}}})
+    timed = {"median_ms": 1.0, "method": "events", "cache": "cold", "timing": TIMING_VERSION}
+    baseline_mod.save(path, device, {}, {"t.py::a": dict(timed, counters={"instructions": [7]})})
+    baseline_mod.save(path, device, {}, {"t.py::a": timed})  # a timing-only recording
+    baseline_mod.save(path, device, {}, {"t.py::a": dict(timed, counters={"instructions": [7]})})
     assert baseline_mod.load(path).entries["t.py::a"]["counters"] == {"instructions": [7, 7]}
     text = path.read_text().replace("- 7", "- -7", 1)
     path.write_text(text)
@@ -344,7 +346,21 @@ def test_the_counting_process_runs_only_the_tests_that_use_gpu_benchmark(pyteste
 
 
 def test_merging_recordings_pools_their_counters() -> None:
-    first = {"t.py::a": {"median_ms": 1.0, "method": "events", "cache": "cold", "counters": {"instructions": [7]}}}
-    second = {"t.py::a": {"median_ms": 1.01, "method": "events", "cache": "cold", "counters": {"instructions": [7]}}}
+    timed = {"method": "events", "cache": "cold", "timing": TIMING_VERSION, "counters": {"instructions": [7]}}
+    first = {"t.py::a": dict(timed, median_ms=1.0)}
+    second = {"t.py::a": dict(timed, median_ms=1.01)}
     merged, _ = baseline_mod.combine([("one", first), ("two", second)])
     assert merged["t.py::a"]["counters"] == {"instructions": [7, 7]} and len(merged["t.py::a"]["history"]) == 2
+
+
+def test_the_summary_says_what_the_counters_decided_or_why_not() -> None:
+    from pytest_gpuperf.report.rows import counters_line, summary_counts, verdict_text
+
+    undecided = {"verdict": "same", "detects": 0.3, "threshold": 0.05}
+    decided = dict(undecided, counter_verdict="same", counters={"instructions": [1]})
+    assert verdict_text(decided) == "same?, same work" and "1 undecided" in summary_counts([decided])
+    assert counters_line([decided, {"verdict": "same", "counter_verdict": "more"}]) == (
+        "gpuperf: 1 tests undecided by time; counters judged 2 tests (1 more work, 1 same work) and decided 1 of the 1")
+    assert "baseline holds no counters" in counters_line([dict(undecided, counters={"instructions": [1]})])
+    assert "--gpuperf-counters decides them" in counters_line([undecided])
+    assert counters_line([{"verdict": "same", "detects": 0.01, "threshold": 0.05}]) is None

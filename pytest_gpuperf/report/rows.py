@@ -108,7 +108,9 @@ def counters_line(results: list[dict]) -> str | None:
         text += (f"; counters judged {len(judged)} tests (" + ", ".join(
             f"{words[w]} {w} work" for w in ("more", "less", "same") if words[w])
                  + f") and decided {decided} of the {len(undecided)}")
-    elif undecided:
+    elif any(r.get("counters") for r in results):
+        text += ": the baseline holds no counters to judge them by; record them (--gpuperf-counters --gpuperf-save)"
+    else:
         text += ": --gpuperf-counters decides them by hardware counters"
     return text
 
