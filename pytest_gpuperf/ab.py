@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .core.child import pytest_command
-from .core.counters import Counters, merge_all
+from .core.counters import counters_of, merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Method
 from .core.units import as_number
@@ -167,6 +167,8 @@ def pytest_args_for(args: Sequence[str], repo: Path, cwd: Path) -> list[str]:
     out = []
     for arg in args:
         option = arg.split("=", 1)[0]
+        if option in ("--gpuperf-counters", "--gpuperf-counter-pass"):
+            raise AbError(f"{option}: give gpuperf ab --counters instead (it counts in each side's first round)")
         if option in OWN_OPTIONS:
             raise AbError(f"{option}: gpuperf ab sets it for each round itself; leave it out of the pytest arguments")
         path, sep, rest = arg.partition("::")
@@ -271,16 +273,9 @@ def combined(records: list[dict]) -> dict:
     record["sm_clock_mhz"] = statistics.median_high(clocks) if clocks else None
     slowed = [as_number(r.get("slow_replay_us")) or 0.0 for r in records]
     record["slow_replay_us"] = statistics.median_high(slowed) or None
-    counted = merge_all([_counters(r) for r in records])  # only the rounds that counted carry them
+    counted = merge_all([counters_of(r) for r in records])  # only the rounds that counted carry them
     record["counters"] = counted.to_dict() if counted is not None else None
     return record
-
-
-def _counters(record: dict) -> Counters | None:
-    try:
-        return Counters.from_dict(record.get("counters"))
-    except ValueError:
-        return None
 
 
 #: A stored entry's recordings pool into a graph-timed test's spread (`stored_spreads`) when it holds

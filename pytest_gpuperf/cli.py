@@ -230,6 +230,12 @@ def _cmd_ab(args) -> int:
         pytest_args.append(f"--gpuperf-threshold={parse_threshold(args.threshold) * 100:g}%")
     if args.rounds < 1:
         raise _UsageError(f"gpuperf ab: --rounds {args.rounds}: give 1 or more")
+    if args.counters:  # said here once, not only in each round's log
+        from .measure.counters import counting_refusal
+
+        refusal = counting_refusal()
+        if refusal:
+            raise _UsageError(f"gpuperf ab: --counters: {refusal}")
     try:
         check_outputs([("--json", args.json, False), ("--markdown", args.markdown, False)])
     except pytest.UsageError as exc:

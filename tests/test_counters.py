@@ -260,7 +260,8 @@ def counted(pytester: pytest.Pytester, monkeypatch):
 def test_counters_are_recorded_judged_and_fail_a_test_that_did_more_work(counted: pytest.Pytester) -> None:
     result = counted.runpytest("--gpuperf", "--gpuperf-counters", "--gpuperf-save", "--gpuperf-json=r.json", *FAST)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*counting (faked)*", "*counters of 1 calls (1 kernels) counted before timing in 1 s*"])
+    result.stderr.fnmatch_lines(["*counting (faked)*"])  # before the session's terminal output starts
+    result.stdout.fnmatch_lines(["*counters of 1 calls (1 kernels) counted before timing in 1 s*"])
     stored = yaml.safe_load(next((counted.path / "baselines").glob("*.yaml")).read_text())
     assert stored["entries"]["test_work.py::test_work"]["counters"]["instructions"] == [1000]
     extra = json.loads((counted.path / "r.json").read_text())["benchmarks"][0]["extra_info"]
@@ -364,3 +365,95 @@ def test_the_summary_says_what_the_counters_decided_or_why_not() -> None:
     assert "baseline holds no counters" in counters_line([dict(undecided, counters={"instructions": [1]})])
     assert "--gpuperf-counters decides them" in counters_line([undecided])
     assert counters_line([{"verdict": "same", "detects": 0.01, "threshold": 0.05}]) is None
+
+
+# ---- after review --------------------------------------------------------------------------------
+
+def test_an_ncu_that_cannot_run_is_one_line_not_a_crash(gpu_with_ncu, monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GPUPERF_NCU", str(tmp_path))  # a folder
+    with pytest.raises(counting.CounterError, match=f"GPUPERF_NCU={tmp_path} is not an executable file"):
+        counting.run_counting(["t.py"], tmp_path, False, print)
+    monkeypatch.setenv("GPUPERF_NCU", str(Path(counting.__file__)))  # executable bit aside: a runner that fails
+    monkeypatch.setattr(counting, "find_ncu", lambda env=None: "/x/ncu")
+
+    def cannot(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    with pytest.raises(counting.CounterError, match="cannot run /x/ncu: Permission denied"):
+        counting.run_counting(["t.py"], tmp_path, False, print, runner=cannot, work=tmp_path / "w")
+
+
+def test_each_call_is_counted_twice_and_both_counts_are_kept(tmp_path: Path) -> None:
+    window_file = tmp_path / "windows.tsv"
+    window_file.write_text("0\t1.0\t0.2\tt.py::a\n1\t0.0\t0.2\tt.py::a\n")
+    by_test = counting.counters_by_test(counting.read_windows(window_file), counting.parse_csv(RAW.read_text()))
+    assert by_test["t.py::a"].values["instructions"] == (14_876_672, 76_544)  # windows 0 and 1 of the recording
+    assert counting.COUNTED_CALLS == 2
+
+
+def test_the_counting_process_leaves_out_what_stops_it_or_picks_other_tests(tmp_path: Path) -> None:
+    out = counting.counting_args(["-x", "--lf", "--maxfail", "3", "--sw", "--maxfail=2", "t.py"], tmp_path / "w",
+                                 tmp_path / "c", xdist=False)
+    assert out[0] == "t.py" and not {"-x", "--lf", "--sw", "--maxfail", "3", "--maxfail=2"} & set(out)
+
+
+def test_a_noisy_counter_extends_its_history_and_a_code_change_starts_it_anew() -> None:
+    from pytest_gpuperf.core.counters import code_changed
+
+    noisy = [{"counters": {"instructions": [n], "launches": [1]}} for n in (1_000_000, 1_006_000, 1_000_000)]
+    assert baseline_mod.merged_counters(noisy)["instructions"] == [1_000_000, 1_006_000, 1_000_000]
+    history = Counters.from_dict(baseline_mod.merged_counters(noisy))
+    assert judge_counters(history, _c(instructions=1_006_000, launches=1)).verdict == "same"  # learned
+    assert code_changed(_c(instructions=100, launches=1), _c(instructions=100, launches=2))
+    assert code_changed(_c(instructions=100, launches=1), _c(instructions=103, launches=1))
+
+
+def test_other_kernels_than_recorded_are_not_judged_by_their_counts() -> None:
+    base = _c(instructions=1000, launches=1, kernel_set=[11, 12])  # two picks seen in the recordings
+    assert judge_counters(base, _c(instructions=5000, launches=1, kernel_set=12)).verdict == "more"
+    other = judge_counters(base, _c(instructions=5000, launches=1, kernel_set=13))
+    assert other.verdict == "other" and "autotuning or dispatch" in other.message
+    v = judge({"median_ms": 1.0, "history": [1.0, 1.0], "counters": base.to_dict()},
+              {"median_ms": 1.0, "counters": {"instructions": [5000], "launches": [1], "kernel_set": [13]}}, 0.05)
+    assert v.counters == "other" and not is_regression(v) and "counters other" in v.message
+
+
+def test_the_kernel_set_is_a_fingerprint_of_the_names() -> None:
+    from pytest_gpuperf.core.counters import KERNEL_SET
+
+    windows = counting.parse_csv(RAW.read_text())
+    assert summed(windows[0]).center(KERNEL_SET) == summed(windows[0]).center(KERNEL_SET) > 0
+    assert summed(windows[0]).center(KERNEL_SET) != summed(windows[1]).center(KERNEL_SET)
+
+
+def test_listing_runs_count_nothing(pytester: pytest.Pytester, monkeypatch) -> None:
+    called = []
+    monkeypatch.setattr(counting, "run_counting", lambda *a, **k: called.append(a))
+    pytester.makepyfile(test_work=TEST)
+    for listing in ("--collect-only", "--fixtures", "--setup-plan"):
+        pytester.runpytest("--gpuperf", "--gpuperf-counters", listing)
+    assert called == []
+    assert pytester.runpytest("--gpuperf-counters", "--help").ret == 0
+
+
+def test_ab_refuses_counters_it_cannot_count_up_front(monkeypatch, capsys) -> None:
+    from pytest_gpuperf import cli
+
+    monkeypatch.setattr(counting, "has_cuda", lambda: False)
+    assert cli.main(["ab", "HEAD", "--counters", "--", "t.py"]) == 2
+    assert "gpuperf ab: --counters: no CUDA device is visible" in capsys.readouterr().err
+    from pytest_gpuperf.ab import AbError, pytest_args_for
+
+    with pytest.raises(AbError, match="give gpuperf ab --counters instead"):
+        pytest_args_for(["--gpuperf-counters"], Path.cwd(), Path.cwd())
+
+
+def test_bad_counters_in_a_results_file_name_the_file_and_test(tmp_path: Path) -> None:
+    from pytest_gpuperf.store.results import load_results
+
+    doc = {"benchmarks": [{"fullname": "t.py::a", "name": "a", "stats": {"median": 0.001},
+                           "extra_info": {"counters": {"instructions": "lots"}}}]}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"r.json: benchmark 't.py::a': counter 'instructions'"):
+        load_results(path)

@@ -10,6 +10,7 @@ own (docs/counters.md gives the spreads measured on H100 and H200).
 from __future__ import annotations
 
 import statistics
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +31,8 @@ class CounterSpec:
     judged: bool  # more of it is a regression; otherwise it only explains a verdict
 
 
-#: The counters, in the YAML's order. Instructions repeat exactly for one kernel; DRAM reads move
-#: with what the L2 still held (a cuBLAS matmul's by 3.4% between calls), writes with what it kept
-#: at the end, and tiny kernels by a few hundred bytes.
+#: The counters, in the YAML's order. Instructions repeat for one kernel; DRAM reads move with what
+#: the L2 still held, writes with what it kept at the end (docs/counters.md gives the spreads).
 SPECS = (
     CounterSpec("instructions", "instructions", 0.005, 64, True),
     CounterSpec("dram_read_bytes", "DRAM read", 0.05, 64 * 1024, True),
@@ -45,10 +45,17 @@ SPEC = {s.name: s for s in SPECS}
 #: Achieved occupancy (% of the SM's warp slots, duration-weighted over the call's kernels): shown,
 #: stored, never judged (it moves with the work's placement).
 OCCUPANCY = "occupancy_pct"
+#: A fingerprint of the set of kernel names a call ran (CRC-32): where it differs from every stored
+#: one, autotuning or dispatch chose other kernels, whose counts say nothing about the code.
+KERNEL_SET = "kernel_set"
+#: An instruction change past this share, or another launch count, is a change of the code: a
+#: recording that shows one starts its test's counter history anew (smaller moves extend it, so
+#: the history learns a noisy counter's spread).
+CODE_CHANGE = 0.02
 #: How many times a side's own spread (largest / smallest - 1 of its recordings) a change must exceed.
 SPREAD_FACTOR = 2.0
 
-MORE, LESS, SAME = "more", "less", "same"
+MORE, LESS, SAME, OTHER = "more", "less", "same", "other"
 #: How many times the DRAM bytes a call's kernels moved its declared `bytes=` may exceed before its
 #: GB/s and % of peak are called overstated; judged only where the declaration exceeds L2_SHARE times
 #: the L2 (smaller working sets partly stay in it). Moving more than declared is the usual reading of
@@ -106,6 +113,32 @@ class Counters:
                          for n in names})
 
 
+def counters_of(record: Mapping[str, Any]) -> Counters | None:
+    """A record's counters; None where it has none or they cannot be read (the stores validate)."""
+    try:
+        return Counters.from_dict(record.get("counters"))
+    except ValueError:
+        return None
+
+
+def code_changed(old: Counters, new: Counters) -> bool:
+    """Do `new`'s counts say the code changed since `old`'s (other kernels, other launches, or
+    instructions beyond CODE_CHANGE)?"""
+    if _other_kernels(old, new):
+        return True
+    for name, share in (("launches", 0.0), ("instructions", CODE_CHANGE)):
+        b, n = old.center(name), new.center(name)
+        if b is not None and n is not None and abs(n - b) > share * b:
+            return True
+    return False
+
+
+def _other_kernels(base: Counters, now: Counters) -> bool:
+    """Did `now` run a set of kernels none of `base`'s recordings ran?"""
+    b, n = base.values.get(KERNEL_SET), now.values.get(KERNEL_SET)
+    return bool(b and n and not set(b) & set(n))
+
+
 def merge_all(sides: Sequence[Counters | None]) -> Counters | None:
     """Several recordings' counters as one, oldest first; None if none has any."""
     out: Counters | None = None
@@ -142,6 +175,9 @@ def judge_counters(base: Counters | None, now: Counters | None) -> CounterVerdic
     upward makes the verdict `more`; only downward ones, `less`."""
     if base is None or now is None:
         return CounterVerdict(None, {}, (), "")
+    if _other_kernels(base, now):
+        return CounterVerdict(OTHER, {}, (), "other kernels ran than in the recordings (autotuning or dispatch "
+                                             "chose differently), so their counts are not compared")
     changes: dict[str, float | None] = {}
     up: list[str] = []
     down: list[str] = []
@@ -170,13 +206,15 @@ def _moved_text(name: str, base: Counters, now: Counters, change: float | None) 
 
 
 def describe(base: Counters, now: Counters, changes: Mapping[str, float | None], moved: Sequence[str]) -> str:
-    """'instructions +12.5%, DRAM read +50.0%', or 'same instructions and DRAM bytes'."""
-    if moved:
+    """'instructions +12.5%, DRAM read +50.0%', or 'same instructions and DRAM bytes' (and what else
+    moved: 'same instructions and DRAM bytes; L2 traffic +20.0%')."""
+    judged = [n for n in moved if SPEC[n].judged]
+    if judged:
         return ", ".join(_moved_text(name, base, now, changes.get(name)) for name in moved)
     held = [SPEC[n].label for n in ("instructions", "dram_read_bytes") if n in changes]
-    if not held:
-        return "no counters in common"
-    return "same " + " and ".join("DRAM bytes" if h == "DRAM read" else h for h in held)
+    text = ("same " + " and ".join("DRAM bytes" if h == "DRAM read" else h for h in held)) if held \
+        else "no counters in common"
+    return text + "".join(f"; {_moved_text(name, base, now, changes.get(name))}" for name in moved)
 
 
 def declared_bytes_note(declared: int | None, counters: "Counters | None", l2_bytes: int | None) -> str | None:
@@ -194,9 +232,10 @@ def declared_bytes_note(declared: int | None, counters: "Counters | None", l2_by
             f"% of peak are {declared / moved:.1f}x too high; declare what the operation must move")
 
 
-def summed(kernels: Sequence[Mapping[str, float]]) -> Counters:
-    """One call's counters from its kernels' rows (counter -> value per kernel): sums, the launch
-    count, and occupancy weighted by each kernel's duration (`duration_ns`)."""
+def summed(kernels: Sequence[Mapping[str, Any]]) -> Counters:
+    """One call's counters from its kernels' rows (counter -> value per kernel, and its `name`):
+    sums, the launch count, occupancy weighted by each kernel's duration (`duration_ns`), and the
+    fingerprint of the set of kernel names."""
     totals: dict[str, float] = {s.name: 0.0 for s in SPECS if s.name != "launches"}
     weight = occupied = 0.0
     for row in kernels:
@@ -209,4 +248,7 @@ def summed(kernels: Sequence[Mapping[str, float]]) -> Counters:
     totals["launches"] = float(len(kernels))
     if weight > 0:
         totals[OCCUPANCY] = round(occupied / weight, 2)
+    names = sorted({str(row["name"]) for row in kernels if row.get("name")})
+    if names:
+        totals[KERNEL_SET] = float(zlib.crc32("\n".join(names).encode()))
     return Counters({name: (value,) for name, value in totals.items()})

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from . import noise
-from .counters import LESS, MORE, CounterVerdict, Counters, judge_counters
+from .counters import LESS, MORE, OTHER, CounterVerdict, counters_of, judge_counters
 from .noise import ACROSS_MACHINES, Prior
 from .records import SEVERE_THROTTLE
 from .spread import MEDIAN_SE_FACTOR, level_shift
@@ -231,9 +231,11 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     now_ms = as_number(now.get("median_ms"))
     if not base_ms or base_ms <= 0 or not now_ms or now_ms <= 0:
         memory, memory_change, mem_text = _judge_memory(base, now, threshold)
+        work = judge_record_counters(base, now)
         return Verdict("unsure", memory, None, memory_change, base_ms, now_ms, threshold, None,
                        f"unsure: cannot compare medians (baseline {fmt_ms(base_ms)}, now {fmt_ms(now_ms)})"
-                       + (f"; memory {memory}: {mem_text}" if memory != "same" else ""))
+                       + (f"; {counters_text(work, 'unsure', None, None)}" if work.verdict else "")
+                       + (f"; memory {memory}: {mem_text}" if memory != "same" else ""), counters=work.verdict)
 
     base_ms, now_ms = noise.center(medians(base)), noise.center(medians(now))
     change = now_ms / base_ms - 1.0
@@ -311,13 +313,7 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
 
 def judge_record_counters(base: dict, now: dict) -> CounterVerdict:
     """The counters of two records judged; a side whose counters cannot be read has none."""
-    sides = []
-    for record in (base, now):
-        try:
-            sides.append(Counters.from_dict(record.get("counters")))
-        except ValueError:
-            sides.append(None)
-    return judge_counters(*sides)
+    return judge_counters(counters_of(base), counters_of(now))
 
 
 def counters_text(work: CounterVerdict, time: str, clk_b: float | None, clk_n: float | None) -> str:
@@ -329,6 +325,8 @@ def counters_text(work: CounterVerdict, time: str, clk_b: float | None, clk_n: f
             "" if time in ("slower", "faster") else f"; timing alone read {time}")
     if work.verdict == LESS:
         return f"counters less: the code did less work: {work.message}"
+    if work.verdict == OTHER:
+        return f"counters other: {work.message}"
     text = f"counters same: {work.message}"
     if time in ("slower", "faster") and not work.moved:
         clock = f", SM clock {clk_b:.0f} vs {clk_n:.0f} MHz" if clk_b and clk_n else ""

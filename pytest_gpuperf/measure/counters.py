@@ -41,9 +41,14 @@ _RANGE = re.compile(re.escape(RANGE_PREFIX) + r"(\d+)")
 NCU_PLACES = ("{cuda_home}/bin/ncu", "/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
 #: Options of the user's command line the counting process leaves out: it writes nothing, and is
 #: counted once (value options take the next argument unless given as `--opt=value`).
-DROPPED_FLAGS = ("--gpuperf-save", "--gpuperf-counters")
+#: Options that would stop it early or pick tests by the timing run's cache are left out as well.
+DROPPED_FLAGS = ("--gpuperf-save", "--gpuperf-counters", "-x", "--exitfirst", "--lf", "--last-failed", "--ff",
+                 "--failed-first", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip")
 DROPPED_VALUES = ("--gpuperf-json", "--gpuperf-markdown", "--gpuperf-plot", "--gpuperf-trace-dir",
-                  "--junitxml", "--junit-xml", "--benchmark-json", "--benchmark-save")
+                  "--junitxml", "--junit-xml", "--benchmark-json", "--benchmark-save", "--maxfail")
+#: Times each call is counted: two counts in one process give each recording a spread of its own
+#: (a kernel whose programs spin on each other's results executes a few more or fewer instructions).
+COUNTED_CALLS = 2
 #: ncu's lines that say the counters are restricted to administrators.
 PERMISSION_MARKS = ("ERR_NVGPUCTRPERM", "RmProfilingAdminOnly")
 PERMISSION_FIX = ("the GPU's performance counters are restricted to administrators (ERR_NVGPUCTRPERM): run as "
@@ -84,14 +89,14 @@ def find_ncu(env: dict[str, str] | None = None) -> str | None:
     env = os.environ if env is None else env
     given = env.get("GPUPERF_NCU")
     if given:
-        return given if os.access(given, os.X_OK) else None
+        return given if os.path.isfile(given) and os.access(given, os.X_OK) else None
     found = shutil.which("ncu", path=env.get("PATH"))
     if found:
         return found
     home = env.get("CUDA_HOME") or env.get("CUDA_PATH") or "/usr/local/cuda"
     for place in NCU_PLACES:
         candidate = place.format(cuda_home=home)
-        if os.access(candidate, os.X_OK):
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
 
@@ -133,7 +138,7 @@ def _number(text: str) -> float | None:
         return None
 
 
-def parse_csv(text: str) -> dict[int, list[dict[str, float]]]:
+def parse_csv(text: str) -> dict[int, list[dict[str, Any]]]:
     """ncu's raw CSV (`--csv --page raw --nvtx`) -> window index -> its kernels' counters.
 
     An NVTX range belongs to the thread that pushed it, and a backward's kernels come from
@@ -148,7 +153,7 @@ def parse_csv(text: str) -> dict[int, list[dict[str, float]]]:
     nvtx = [name for name in reader.fieldnames or () if "Push/Pop_Range" in name or "Start/Stop_Range" in name]
     rows = sorted((row for row in reader if (row.get("ID") or "").strip().isdigit()),  # not the units row
                   key=lambda row: int(row["ID"]))
-    windows: dict[int, list[dict[str, float]]] = {}
+    windows: dict[int, list[dict[str, Any]]] = {}
     current: int | None = None
     for row in rows:
         match = next((m for m in (_RANGE.search(row.get(col) or "") for col in nvtx) if m), None)
@@ -157,8 +162,10 @@ def parse_csv(text: str) -> dict[int, list[dict[str, float]]]:
             windows[current] = []
             continue  # the window's marker
         if current is not None:
-            windows[current].append({stored: value for metric, stored in METRICS.items()
-                                     if (value := _number(row.get(metric) or "")) is not None})
+            kernel: dict[str, Any] = {stored: value for metric, stored in METRICS.items()
+                                      if (value := _number(row.get(metric) or "")) is not None}
+            kernel["name"] = row.get("Kernel Name") or ""
+            windows[current].append(kernel)
     return windows
 
 
@@ -183,34 +190,43 @@ def read_windows(path: Path) -> dict[int, Window]:
     return out
 
 
-def counters_by_test(windows: dict[int, Window], kernels: dict[int, list[dict[str, float]]]) -> dict[str, Counters]:
-    """Each counted test's counters; a window in which no kernel ran counts zero of everything."""
-    return {w.nodeid: summed(kernels.get(index, [])) for index, w in windows.items()}
+def counters_by_test(windows: dict[int, Window], kernels: dict[int, list[dict[str, Any]]]) -> dict[str, Counters]:
+    """Each counted test's counters, one value per counted call; a window in which no kernel ran
+    counts zero of everything."""
+    out: dict[str, Counters] = {}
+    for index in sorted(windows):
+        nodeid, counted = windows[index].nodeid, summed(kernels.get(index, []))
+        out[nodeid] = out[nodeid].merged(counted) if nodeid in out else counted
+    return out
 
 
-def count_call(call: Callable[[], Any], index: int, nodeid: str, window_file: Path) -> Any:
+def count_call(call: Callable[[], Any], first: int, nodeid: str, window_file: Path) -> Any:
     """In the counting process: warm `call` up (compilation, autotuning, lazy initialisation), then
-    run it once inside window `index` and note the window's test id. Returns the counted call's result."""
+    run it COUNTED_CALLS times, each inside its own window (`first`, `first + 1`, ...), and note the
+    windows' test id. Returns the last counted call's result."""
     import torch
 
     started = time.perf_counter()
     value = call()
     torch.cuda.synchronize()
-    del value  # one output on the device at a time
-    warmed = time.perf_counter()
+    warm_s = time.perf_counter() - started
     marker = torch.zeros(1, device=torch.cuda.current_device())
-    torch.cuda.nvtx.range_push(f"{RANGE_PREFIX}{index}")
-    torch.cuda.profiler.start()
-    try:
-        marker.add_(1)  # the window's first kernel, from this thread (see parse_csv)
-        value = call()
-        torch.cuda.synchronize()
-    finally:
-        torch.cuda.profiler.stop()
-        torch.cuda.nvtx.range_pop()
-    counted = time.perf_counter()
+    lines = []
+    for index in range(first, first + COUNTED_CALLS):
+        del value  # one output on the device at a time
+        began = time.perf_counter()
+        torch.cuda.nvtx.range_push(f"{RANGE_PREFIX}{index}")
+        torch.cuda.profiler.start()
+        try:
+            marker.add_(1)  # the window's first kernel, from this thread (see parse_csv)
+            value = call()
+            torch.cuda.synchronize()
+        finally:
+            torch.cuda.profiler.stop()
+            torch.cuda.nvtx.range_pop()
+        lines.append(f"{index}\t{warm_s if index == first else 0.0:.4f}\t{time.perf_counter() - began:.4f}\t{nodeid}\n")
     with open(window_file, "a", encoding="utf-8") as out:
-        out.write(f"{index}\t{warmed - started:.4f}\t{counted - warmed:.4f}\t{nodeid}\n")
+        out.writelines(lines)
     return value
 
 
@@ -223,28 +239,46 @@ def problem_in(log: str) -> str | None:
     return f"Nsight Compute: {errors[0]}" if errors else None
 
 
+def counting_refusal() -> str | None:
+    """Why counters cannot be counted here (no GPU, no ncu), as one line with the fix; None if they can."""
+    if not has_cuda():
+        return "no CUDA device is visible (counters count GPU kernels)"
+    if find_ncu() is None:
+        given = os.environ.get("GPUPERF_NCU")
+        if given:
+            return f"GPUPERF_NCU={given} is not an executable file; point it at Nsight Compute's ncu"
+        return ("no Nsight Compute: ncu is not on the PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; "
+                "install the CUDA toolkit's Nsight Compute or set GPUPERF_NCU=/path/to/ncu")
+    return None
+
+
 def run_counting(args: Sequence[str], cwd: Path, xdist: bool, say: Callable[[str], None],
                  runner: Callable[..., Any] = subprocess.run, work: Path | None = None) -> CounterRun:
     """Count every `gpu_benchmark` call the user's pytest command selects, in one process under ncu,
     its files in `work` (emptied first; a new temporary folder by default). CounterError (one line:
     cause and fix) where ncu is missing, refused or counted nothing."""
-    if not has_cuda():
-        raise CounterError("no CUDA device is visible (counters count GPU kernels)")
+    refusal = counting_refusal()
+    if refusal:
+        raise CounterError(refusal)
     ncu = find_ncu()
-    if ncu is None:
-        raise CounterError("no Nsight Compute: ncu is not on the PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; "
-                           "install the CUDA toolkit's Nsight Compute or set GPUPERF_NCU=/path/to/ncu")
-    if work is None:
-        work = Path(tempfile.mkdtemp(prefix="gpuperf-counters-"))
-    else:
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
+    temporary = work is None
+    try:
+        if work is None:
+            work = Path(tempfile.mkdtemp(prefix="gpuperf-counters-"))
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+    except OSError as exc:
+        raise CounterError(f"cannot make the counting folder {work}: {exc.strerror or exc}") from None
     window_file, csv_path, log = work / "windows.tsv", work / "counters.csv", work / "pytest.log"
     program = pytest_command(counting_args(args, window_file, work / "cache", xdist))
-    say(f"gpuperf: counting hardware counters with {ncu} (one call per test, before timing; log {log})")
+    say(f"gpuperf: counting hardware counters with {ncu} (each call {COUNTED_CALLS} times, before timing; log {log})")
     started = time.perf_counter()
-    with open(log, "w", encoding="utf-8") as out:
-        runner(ncu_command(ncu, csv_path, program), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=False)
+    try:
+        with open(log, "w", encoding="utf-8") as out:
+            runner(ncu_command(ncu, csv_path, program), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=False)
+    except OSError as exc:
+        raise CounterError(f"cannot run {ncu}: {exc.strerror or exc} (GPUPERF_NCU names the ncu to use)") from None
     seconds = time.perf_counter() - started
     text = log.read_text(encoding="utf-8", errors="replace")
     csv_text = csv_path.read_text(encoding="utf-8", errors="replace") if csv_path.exists() else ""
@@ -258,5 +292,9 @@ def run_counting(args: Sequence[str], cwd: Path, xdist: bool, say: Callable[[str
     if not windows:
         tail = " | ".join(text.strip().splitlines()[-2:]) or "no output"
         raise CounterError(f"the counting process counted no gpu_benchmark call ({tail}; see {log})")
-    return CounterRun(counters_by_test(windows, kernels), seconds, sum(len(k) for k in kernels.values()), log,
-                      sum(w.warm_s for w in windows.values()), sum(w.counted_s for w in windows.values()))
+    run = CounterRun(counters_by_test(windows, kernels), seconds, sum(len(k) for k in kernels.values()), log,
+                     sum(w.warm_s for w in windows.values()), sum(w.counted_s for w in windows.values()))
+    if temporary:  # nothing went wrong, so nothing to look at
+        shutil.rmtree(work, ignore_errors=True)
+        run.log = None
+    return run

@@ -151,7 +151,7 @@ class GpuBenchmark:
                 (pct, above), peak = of_peak(100 * fractions[bound][0]), fractions[bound][1]
         item = self._item
         counters = self._perf.counters.get(item.nodeid)
-        note = declared_bytes_note(nbytes, counters, l2_cache_bytes())
+        note = declared_bytes_note(nbytes, counters, l2_cache_bytes()) if counters is not None else None
         warnings = m.warnings + ([note] if note else [])
         marker = item.get_closest_marker("gpuperf")
         name = getattr(item, "originalname", item.name)

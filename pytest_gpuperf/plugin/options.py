@@ -153,7 +153,7 @@ class Settings:
             counters=bool(config.getoption("gpuperf_counters")),
             counter_pass=path("gpuperf_counter_pass"),
         )
-        if settings.counters and not settings.enabled:
+        if settings.counters and not settings.enabled and not config.option.help:
             raise pytest.UsageError("--gpuperf-counters: counters are judged beside time; add --gpuperf")
         if settings.enabled and settings.counter_pass is None:  # without --gpuperf nothing is written
             check_outputs([(base_where, settings.baseline_dir if settings.save else None, True),

@@ -60,7 +60,9 @@ class GpuPerf:
         # The process's default calibration, so direct measure() calls in tests share it.
         self.calibration = calibration.default()
         if settings.enabled:
-            self._select_device()
+            if self._counting():
+                self._count_before_timing()  # first: a GPU child started after this process chose its device
+            self._select_device()            # moved graph-timed readings (docs/measurement.md)
             self.device = describe()
             self.baseline = self._load_baseline()
 
@@ -144,24 +146,30 @@ class GpuPerf:
         return merged_peaks(kept, self.peaks.recordable())
 
     def count(self, nodeid: str, call) -> Any:
-        """In the counting process: count one call of `nodeid` (measure.counters.count_call)."""
-        from ..measure.counters import count_call
+        """In the counting process: count the calls of `nodeid` (measure.counters.count_call)."""
+        from ..measure.counters import COUNTED_CALLS, count_call
 
-        self._windows += 1
-        return count_call(call, self._windows - 1, nodeid, self.settings.counter_pass)
+        self._windows += COUNTED_CALLS
+        return count_call(call, self._windows - COUNTED_CALLS, nodeid, self.settings.counter_pass)
 
-    def _count_before_timing(self, session: pytest.Session) -> None:
+    def _counting(self) -> bool:
+        """Does this process run the counting pass: the controller of a run that times tests, not
+        one that only lists them (--collect-only, --fixtures, --setup-plan, --help)?"""
+        o, s = self.config.option, self.settings
+        listing = any(getattr(o, name, False) for name in ("collectonly", "showfixtures", "setupplan", "setuponly",
+                                                            "help", "version"))
+        return s.counters and s.counter_pass is None and not self.is_worker and not listing
+
+    def _count_before_timing(self) -> None:
         """Run the counting pass (--gpuperf-counters) and keep its counters; where it cannot run,
         one line says why and the timing run goes on without counters."""
         from ..measure.counters import CounterError, run_counting
 
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        say = (lambda line: reporter.write_line(line)) if reporter is not None else (lambda line: None)
+        say = reporter.write_line if reporter is not None else (lambda line: print(line, file=sys.stderr))
         try:
-            cache = getattr(self.config, "cache", None)  # the last counting run's files, kept for a look
             run = run_counting(self.config.invocation_params.args, self.config.invocation_params.dir,
-                               self.config.pluginmanager.hasplugin("xdist"), say,
-                               work=cache.mkdir("gpuperf-counters") if cache is not None else None)
+                               self.config.pluginmanager.hasplugin("xdist"), say)
         except CounterError as exc:
             self.counter_note = f"no counters: {exc}; timing goes on without them"
         else:
@@ -169,20 +177,13 @@ class GpuPerf:
             self.counter_note = (f"counters of {len(run.counters)} calls ({run.kernels} kernels) counted before "
                                  f"timing in {run.cost_text()}")
         say(f"gpuperf: {self.counter_note}")
-        if self.counters:
-            self._counter_file = write_counters(self.counters)
 
     # -- hooks of the registered session object -------------------------------------------
-    @pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers, which get the counters
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        s = self.settings
-        if s.enabled and s.counters and s.counter_pass is None and not self.is_worker \
-                and not self.config.option.collectonly:
-            self._count_before_timing(session)
-
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
-        """pytest-xdist: each worker reads the counting pass's counters from their file."""
+        """pytest-xdist: each worker reads the counting pass's counters from one file."""
+        if self.counters and self._counter_file is None:
+            self._counter_file = write_counters(self.counters)
         if self._counter_file is not None:
             node.workerinput[COUNTERS_INPUT] = str(self._counter_file)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.counters import Counters
+from ..core.counters import counters_of
 from ..core.units import as_number
 from .plots import _plt, _safe_filename
 from .rows import grouped, series_and_case
@@ -19,10 +19,7 @@ def intensity(record: dict) -> float | None:
     """FLOP per DRAM byte of a result: its declared flops over the bytes its kernels read and wrote
     (None without flops or counters)."""
     flops = as_number(record.get("flops"))
-    try:
-        counters = Counters.from_dict(record.get("counters"))
-    except ValueError:
-        return None
+    counters = counters_of(record)
     if not flops or counters is None:
         return None
     moved = (counters.center("dram_read_bytes") or 0.0) + (counters.center("dram_write_bytes") or 0.0)

@@ -5,7 +5,7 @@ from ..core.units import fmt_ms
 from ..core.verdict import is_regression
 from .rows import (COLUMNS, ceiling_line, cells_of, detects_text, device_line, fmt_change, grouped, kept_columns,
                    middle_truncate, natural_key,
-                   nodeid_name, nodeid_param, param_width, row_key, summary_counts, verdict_parts,
+                   nodeid_name, nodeid_param, param_width, row_key, summary_counts, undecided_same, verdict_parts,
                    verdict_text)
 
 
@@ -52,6 +52,13 @@ def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[
     return lines
 
 
+def _undecided(v, record: dict) -> bool:
+    """A `same` whose smallest detectable change exceeds the test's own threshold (the record's, as
+    the run asked for it; else the verdict's): it decided nothing (rows.undecided_same)."""
+    return undecided_same({"verdict": v.time, "detects": v.detectable,
+                           "threshold": record.get("threshold") or v.threshold})
+
+
 def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], width: int = 120) -> list[str]:
     """The `gpuperf compare` table: test id -> Verdict, with the old and new records by test id."""
     records = []
@@ -85,13 +92,14 @@ def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], wi
                      mem)
             line = "  " + f"{middle_truncate(label, param_w):<{param_w}}"
             line += "".join(f"  {c:>{w}}" for c, w in zip(cells, widths))
-            line += f"  {v.time}" + {"slower": " (more memory)", "faster": " (less memory)"}.get(v.memory, "")
+            line += f"  {'same?' if _undecided(v, rec) else v.time}"
+            line += {"slower": " (more memory)", "faster": " (less memory)"}.get(v.memory, "")
             line += {"more": " (more work)", "less": " (less work)"}.get(v.counters or "", "")
             lines.append(line.rstrip())
         lines.append("")
     mem_slower = sum(1 for _, _, v in records if v.memory == "slower")
-    summary = f"{len(records)} tests: " + ", ".join(verdict_parts((v.time, v.noise_bound, v.threshold)
-                                                                  for _, _, v in records))
+    summary = f"{len(records)} tests: " + ", ".join(verdict_parts(
+        ("undecided" if _undecided(v, rec) else v.time, v.noise_bound, v.threshold) for _, rec, v in records))
     if mem_slower:
         summary += f", {mem_slower} with more peak memory"
     lines.append(summary)

@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from ..core import noise, records
-from ..core.counters import Counters, judge_counters
+from ..core.counters import Counters, code_changed, counters_of
 from ..core.files import atomic_write_text, file_mode
 from ..core.plain import plain
 from ..core.verdict import medians, memory_peaks
@@ -126,18 +126,14 @@ def entry_from_result(result: dict) -> dict:
 
 def merged_counters(entries: list[dict]) -> dict | None:
     """The counters of several recordings of one test, oldest first, as one history. Where a
-    recording's counters moved beyond what the history allows, the code changed: its history starts
-    there, so the old code's counts never widen the new code's allowed spread."""
+    recording's counts say the code changed (core.counters.code_changed), its history starts there,
+    so the old code's counts never widen the new code's allowed spread; smaller moves extend it."""
     out: Counters | None = None
     for entry in entries:
-        try:
-            counters = Counters.from_dict(entry.get("counters"))
-        except ValueError:
-            continue
+        counters = counters_of(entry)
         if counters is None:
             continue
-        moved = out is not None and judge_counters(out, counters).verdict in ("more", "less")
-        out = counters if out is None or moved else out.merged(counters)
+        out = counters if out is None or code_changed(out, counters) else out.merged(counters)
     return out.to_dict() if out is not None else None
 
 

@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from ..core.counters import Counters
 from ..core.files import atomic_write_text
 from ..core.plain import plain
 from ..core.records import JSON_EXTRA_KEYS, nodeid_name, nodeid_param, record_group
@@ -219,6 +220,10 @@ def _from_benchmark(path: Path, b: Any, index: int) -> dict:
     for k in JSON_EXTRA_KEYS:
         if k in extra and k not in ("noise",):
             rec[k] = extra[k]
+    try:
+        Counters.from_dict(rec.get("counters"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: benchmark {fullname!r}: {exc}") from None
     if data_ms:
         rec["data"] = data_ms
     return rec
