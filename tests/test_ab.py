@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf import ab, cli
+from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import results as results_store
 from pytest_gpuperf.store.plan import Plan
 
@@ -101,7 +102,8 @@ def fake_runner(medians: dict[str, dict[str, float]], calls: list, thresholds: d
             return 4
         results = [{"nodeid": i, "name": i, "param": "", "group": "g", "median_ms": median[i],
                     "noise": 0.001, "samples": 100, "ci_ms": [median[i] * 0.999, median[i] * 1.001],
-                    "method": method, "threshold": (thresholds or {}).get(i, 0.05)} for i in ids]
+                    "method": method, "cache": "cold", "timing": TIMING_VERSION,
+                    "threshold": (thresholds or {}).get(i, 0.05)} for i in ids]
         results_store.write_json(json_path, results, {"key": "sim"}, {}, "2026-11-25T00:00:00")
         log.write_text(f"{len(ids)} passed\n")
         return 0
@@ -207,13 +209,16 @@ def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
 
 def _stored(repo: Path, entries: dict[str, dict] | str) -> Path:
     """The fake device's stored baseline (`baselines/sim.yaml`) holding `entries` (or that text),
-    committed: `gpuperf ab` reads the base revision's copy."""
+    committed: `gpuperf ab` reads the base revision's copy. Entries are timed as fake_runner's results
+    unless they say otherwise."""
     import yaml
 
     path = repo / "baselines" / "sim.yaml"
     path.parent.mkdir(exist_ok=True)
     text = entries if isinstance(entries, str) else yaml.safe_dump(
-        {"schema_version": 2, "device": {"key": "sim"}, "entries": entries})
+        {"schema_version": 3, "device": {"key": "sim"},
+         "entries": {i: {"cache": "cold", "timing": TIMING_VERSION, **e} for i, e in entries.items()}},
+        explicit_end=True)
     path.write_text(text)
     git(repo, "add", "baselines")
     git(repo, "commit", "-q", "-m", "baseline")

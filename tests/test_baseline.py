@@ -79,7 +79,7 @@ def test_save_load_round_trip(tmp_path):
     assert loaded.entries == {k: dict(e, history=[1.0]) for k, e in entries(*ids).items()}  # its first recording
     doc = yaml.safe_load(path.read_text())
     assert list(doc) == ["schema_version", "device", "software", "recorded_at", "entries"]
-    assert doc["schema_version"] == bl.SCHEMA_VERSION == 2
+    assert doc["schema_version"] == bl.SCHEMA_VERSION == 3 and path.read_text().endswith("\n...\n")
     assert list(doc["entries"]) == sorted(ids)
     assert "data:" not in path.read_text()
     # nothing but the baseline and its lock file is left in the directory
@@ -138,7 +138,7 @@ def test_a_malformed_throttle_loaded_or_slow_replay_is_refused(tmp_path, key, va
     bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
     doc = yaml.safe_load(path.read_text())
     doc["entries"]["t::a"][key] = value
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(yaml.safe_dump(doc, explicit_end=True))
     with pytest.raises(bl.BaselineError, match=message):
         bl.load(path, DEVICE["key"])
 
@@ -167,8 +167,8 @@ BAD_FILES = {
     "not-a-mapping": ("- 1\n- 2\n", "not a gpuperf baseline"),
     "empty": ("", "empty"),
     "no-schema": ("device: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n", "no schema_version"),
-    "wrong-schema": ("schema_version: 3\ndevice: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n",
-                     "schema_version 3 is not supported"),
+    "wrong-schema": ("schema_version: 4\ndevice: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n",
+                     "schema_version 4 is not supported"),
     "bool-schema": ("schema_version: true\ndevice: {key: nvidia-h100-80gb-hbm3}\nentries: {}\n",
                     "schema_version True is not supported"),
     "no-device": ("schema_version: 1\nentries: {}\n", "'device' must be a mapping"),
@@ -278,7 +278,7 @@ def _save_as_nobody(path: Path) -> str:
                 out = f"SKIP cannot drop privileges: {exc}"
             else:
                 try:
-                    bl.save(path, {"key": "nvidia-h100-80gb-hbm3"}, {}, {"t::b": {"median_ms": 1.0}})
+                    bl.save(path, {"key": "nvidia-h100-80gb-hbm3"}, {}, entries("t::b"))
                     out = "SAVED"
                 except BaselineError as exc:
                     out = f"ERROR {exc}"
@@ -547,3 +547,98 @@ def test_an_entry_whose_peak_is_not_a_name_is_left_out_with_a_note():
     """A hand-edited `peak: 5` is reported by the merge, not carried into tables that would crash on it."""
     out, notes = bl.combine([("a.yaml", {"t::x": result("t::x", 1.0, peak=5)})])
     assert out == {} and any("peak must be the name of a measured peak" in n for n in notes)
+
+
+# ---- a file cut short -----------------------------------------------------------------------------
+
+def test_every_cut_of_a_written_file_is_refused_naming_it(tmp_path):
+    """A schema-3 file ends with YAML's end line '...': a copy cut anywhere before it, even between two
+    entries or inside the last one's history, where the rest is still valid YAML, is never read."""
+    path = tmp_path / f"{DEVICE['key']}.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::b"))
+    bl.save(path, DEVICE, SOFTWARE, entries("t::b", median_ms=1.1))  # a history of two medians
+    text = path.read_text()
+    assert text.endswith("\n...\n") and bl.load(path, DEVICE["key"]) is not None
+    path.write_text(text[:-1])  # no final newline: still whole
+    assert bl.load(path, DEVICE["key"]) is not None
+    cut = tmp_path / "cut" / path.name
+    cut.parent.mkdir()
+    for n in range(len(text) - 1):
+        cut.write_text(text[:n])
+        with pytest.raises(BaselineError) as err:
+            bl.load(cut, DEVICE["key"])
+        assert str(cut) in str(err.value), n
+    cut.write_text(text[:text.index("  t::b:")] + "...\n")  # cut between entries, the end line added back
+    assert list(bl.load(cut, DEVICE["key"]).entries) == ["t::a"]  # a file that says it is whole is taken as such
+
+
+def test_a_cut_without_the_end_line_says_so_and_how_to_fix_it(tmp_path):
+    path = tmp_path / "b.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::b"))
+    path.write_text(path.read_text().split("  t::b:")[0])
+    with pytest.raises(BaselineError, match=r"cut short: a schema-3 baseline ends with the line '\.\.\.'.*add '\.\.\.' "
+                                            r"as its last line"):
+        bl.load(path)
+
+
+def _schema_2(tmp_path, cut_after: str | None = None) -> Path:
+    """A schema-2 file as the previous writer left it (no end line), cut after `cut_after` in its last
+    entry (None: whole)."""
+    path = tmp_path / f"{DEVICE['key']}.yaml"
+    doc = {"schema_version": 2, "device": DEVICE, "software": SOFTWARE, "recorded_at": "2026-11-27T00:00:00Z",
+           "entries": {k: dict(e, timing=TIMING_VERSION, history=[1.0]) for k, e in entries("t::a", "t::b").items()}}
+    text = yaml.safe_dump(doc, sort_keys=False)
+    path.write_text(text if cut_after is None else text[:text.index(cut_after, text.index("  t::b:")) + len(cut_after)])
+    return path
+
+
+def test_a_schema_2_file_cut_inside_its_last_entry_is_refused_naming_file_and_test(tmp_path):
+    """The reported case: the cut entry's missing timing read as timing version 1, and it was compared."""
+    path = _schema_2(tmp_path, "cache: cold\n")
+    with pytest.raises(BaselineError) as err:
+        bl.load(path, DEVICE["key"])
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: entry 't::b' has no timing, which every entry of a schema-2 baseline holds: "
+                          f"the file was cut short"), msg
+    with pytest.raises(BaselineError, match="'t::b' has no method, cache, timing"):
+        bl.load(_schema_2(tmp_path, "median_ms: 1.0\n"), DEVICE["key"])
+
+
+def test_a_whole_schema_2_file_is_read_and_written_back_as_schema_3(tmp_path):
+    path = _schema_2(tmp_path)
+    assert sorted(bl.load(path, DEVICE["key"]).entries) == ["t::a", "t::b"]
+    bl.save(path, DEVICE, SOFTWARE, entries("t::c"))
+    assert yaml.safe_load(path.read_text())["schema_version"] == 3 and path.read_text().endswith("\n...\n")
+    assert sorted(bl.load(path, DEVICE["key"]).entries) == ["t::a", "t::b", "t::c"]
+
+
+def test_a_schema_2_file_without_entries_is_refused(tmp_path):
+    path = tmp_path / "b.yaml"
+    path.write_text("schema_version: 2\ndevice: {key: nvidia-h100-80gb-hbm3}\nsoftware: {}\n")
+    with pytest.raises(BaselineError, match="no 'entries'"):
+        bl.load(path)
+
+
+def test_an_entry_saved_without_how_it_was_measured_is_refused(tmp_path):
+    path = tmp_path / "b.yaml"
+    with pytest.raises(BaselineError, match="cannot save entry 't::a': has no method, cache, which every entry holds"):
+        bl.save(path, DEVICE, SOFTWARE, {"t::a": {"median_ms": 1.0}})
+    assert not path.exists()
+
+
+def test_a_schema_1_entry_names_its_timing_version_when_rewritten(tmp_path):
+    """Schema 1 predates the timing version: its entries read as version 1, and are written so."""
+    path = tmp_path / f"{DEVICE['key']}.yaml"
+    path.write_text("schema_version: 1\ndevice: {key: nvidia-h100-80gb-hbm3}\nsoftware: {}\nentries:\n"
+                    "  t::a: {median_ms: 1.0, method: events, cache: cold}\n  t::b: {median_ms: 2.0}\n")
+    assert bl.load(path).entries["t::a"]["timing"] == 1
+    with pytest.raises(BaselineError, match="cannot rewrite entry 't::b' as schema 3: has no method, cache"):
+        bl.save(path, DEVICE, SOFTWARE, entries("t::c"))
+    path.write_text(path.read_text().replace("  t::b: {median_ms: 2.0}\n", ""))
+    bl.save(path, DEVICE, SOFTWARE, entries("t::c"))
+    assert bl.load(path).entries["t::a"]["timing"] == 1
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parents[1] / "baselines").glob("*.yaml")))
+def test_the_committed_baselines_load(name):
+    assert bl.load(Path(__file__).parents[1] / "baselines" / name).entries

@@ -110,7 +110,7 @@ def test_a_cache_of_broken_peaks_gives_a_clean_run_and_is_replaced(pytester: pyt
         if run:  # the second run starts from a baseline that holds the broken peaks too
             data = yaml.safe_load(baseline.read_text())
             data["device"]["peaks"] = broken
-            baseline.write_text(yaml.safe_dump(data))
+            baseline.write_text(yaml.safe_dump(data, explicit_end=True))
             cached.write_text(json.dumps(broken))
         result = pytester.runpytest(*args)
         result.assert_outcomes(passed=1)
@@ -144,7 +144,7 @@ def test_merge_keeps_only_plausible_peaks(tmp_path, capsys) -> None:
 
     device = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0",
               "sm_count": 132, "memory_gib": 79.2, "peaks": {"copy_gbps": 0.5, "bf16_tflops": 738.0}}
-    entry = {"median_ms": 1.0, "noise": 0.01, "samples": 100}
+    entry = {"median_ms": 1.0, "noise": 0.01, "samples": 100, "method": "events", "cache": "cold"}
     src = tmp_path / "a" / "nvidia-h100-80gb-hbm3.yaml"
     bl.save(src, device, {"torch": "2.13.0"}, {"t::a": entry})
     out = tmp_path / "nvidia-h100-80gb-hbm3.yaml"

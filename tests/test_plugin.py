@@ -203,7 +203,7 @@ def test_save_then_compare_gates_a_real_slowdown(suite: pytest.Pytester, monkeyp
     # a recording is one run per test: its median joins the entry's history
     assert "repeated runs" not in saved.stdout.str()
     stored = _baseline(suite)
-    assert stored["schema_version"] == 2 and stored["device"]["key"].startswith("cpu-")
+    assert stored["schema_version"] == 3 and stored["device"]["key"].startswith("cpu-")
     fast = stored["entries"]["test_scaled.py::test_fast"]
     assert fast["history"] == [fast["median_ms"]]
     assert set(stored["entries"]) == {"test_scaled.py::test_fast", "test_scaled.py::test_tolerant"}
@@ -233,14 +233,14 @@ def test_entries_timed_with_another_timing_version_are_named_in_a_warning(suite:
         entry = dict(stored["entries"]["test_scaled.py::test_fast"], **changes)
         entry = {k: v for k, v in entry.items() if v is not None}
         path.write_text(yaml.safe_dump(dict(stored, entries=dict(stored["entries"], **{"test_scaled.py::test_fast": entry})),
-                                       sort_keys=False))
+                                       sort_keys=False, explicit_end=True))
         # a 99% threshold: this test is about the warning, and host timings on a loaded CI core move
         result = suite.runpytest("--gpuperf", "--gpuperf-threshold", "99%", *FAST)
         result.assert_outcomes(passed=2)
         return result.stdout.str()
 
-    assert "timing version" not in run_with(timing=None)  # host clocks: versions change nothing
-    older = run_with(timing=None, method="events")  # a GPU entry timed before versions were recorded (1)
+    assert "timing version" not in run_with(timing=1)  # host clocks: versions change nothing
+    older = run_with(timing=1, method="events")  # a GPU entry timed before versions were recorded
     assert "(2 entries, 1 measured with another timing version)" in older
     assert (f"1 of 2 entries of {path} were timed with another timing version (e.g. test_scaled.py::test_fast: "
             f"timing version 1, and this gpuperf measures with {TIMING_VERSION}") in " ".join(older.split())
@@ -272,7 +272,7 @@ def test_a_recording_measures_the_way_its_stored_entry_was_even_without_a_compar
     for options, expected in ((["--gpuperf-save", "--gpuperf-no-compare"], ("events", True)),
                               ([], ("events", True)), (["--gpuperf-no-compare"], (None, False))):
         preferred.clear()
-        path.write_text(yaml.safe_dump(stored, sort_keys=False))  # the CPU's recording stores "cpu"
+        path.write_text(yaml.safe_dump(stored, sort_keys=False, explicit_end=True))  # the CPU's recording stores "cpu"
         suite.runpytest("--gpuperf", "--gpuperf-threshold", "99%", *options, *FAST).assert_outcomes(passed=2)
         assert preferred and set(preferred) == {expected}, options
 

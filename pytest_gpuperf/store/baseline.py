@@ -2,12 +2,14 @@
 
 One file per device model, ``<baseline dir>/<device key>.yaml``::
 
-    schema_version: 2
+    schema_version: 3
     device: {key: ..., name: ..., capability: "9.0", sm_count: 132, memory_gib: 79.2, peaks: {...}}
     software: {torch: ..., triton: ..., cuda: ..., driver: ...}
     recorded_at: '2026-11-23T10:00:00Z'
     entries:
-      <test node id>: {median_ms: ..., noise: ..., samples: ..., history: [...], ...}
+      <test node id>: {median_ms: ..., noise: ..., samples: ..., method: ..., cache: ..., timing: ...,
+                       history: [...], ...}
+    ...
 
 ``history`` holds the median of each of the test's recent recordings (at most
 ``core.noise.HISTORY_WINDOW``, oldest first), from which the gate learns the test's run-to-run
@@ -15,7 +17,10 @@ spread; ``median_ms`` is their center. ``peak_memory_history`` holds their peak 
 differ, and ``peak_memory_bytes`` is the largest. Schema 1 files (no history; ``drift``, the range of the medians
 merged into an entry) are read as entries of one recording, their drift counting as one more
 observation of the spread until the entry has recordings of its own (``core.noise.LEGACY_UNTIL``);
-they are written back as schema 2.
+they are written back as schema 3.
+
+A file cut short can still be valid YAML: a schema-3 file ends with YAML's document end line ``...``,
+and every entry from schema 2 on holds REQUIRED_KEYS, which alone guard schema-2 files.
 
 Reading uses PyYAML's safe loader; every problem with a file raises :class:`BaselineError` whose message
 names the file, says what is wrong and how to fix it. A file that cannot be validated is never
@@ -45,9 +50,14 @@ from ..core.versions import recorded_version, timing_epoch, version_note
 #: every pytest process, and the pure-Python parser takes several times longer.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-SCHEMA_VERSION = 2
-#: Schema versions this version reads (1: before the history window).
-READABLE_SCHEMAS = (1, 2)
+SCHEMA_VERSION = 3
+#: Schema versions this version reads (1: before the history window; 2: before the end line).
+READABLE_SCHEMAS = (1, 2, 3)
+#: The first schema whose files end with YAML's document end line, "...".
+ENDED_SINCE = 3
+#: Keys every entry holds from schema 2 on: without them an entry cannot be compared, and their
+#: absence once read as "timing version 1" (core.versions.recorded_version).
+REQUIRED_KEYS = ("median_ms", "method", "cache", "timing")
 
 #: Keys kept per entry, in the YAML's order (a result's other keys, e.g. its samples, stay out).
 ENTRY_KEYS = records.ENTRY_KEYS
@@ -106,8 +116,14 @@ def _plain(value: Any) -> Any:
     return plain(value, _rounded, coerce=True)
 
 
+def _timed(record: dict) -> dict:
+    """`record` naming its timing version: one that names none was timed with version 1."""
+    return record if "timing" in record else dict(record, timing=recorded_version(record))
+
+
 def entry_from_result(result: dict) -> dict:
     """The part of a per-test result record that is stored in the baseline (see ENTRY_KEYS)."""
+    result = _timed(result)
     entry = {}
     for key in ENTRY_KEYS:
         if key in result:
@@ -259,13 +275,17 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
     return out, notes
 
 
-def _entry_problem(entry: Any) -> str | None:
-    """What is wrong with one stored entry, or None."""
+def _entry_problem(entry: Any, required: tuple[str, ...] = REQUIRED_KEYS) -> str | None:
+    """What is wrong with one stored entry, or None. `required`: the keys it must hold (a schema-1
+    entry needs only a median)."""
     if not isinstance(entry, dict):
         return f"is a {type(entry).__name__}, not a mapping of measurements"
     median = entry.get("median_ms")
     if not _is_number(median) or not math.isfinite(median) or median <= 0:
         return f"median_ms must be a positive number, got {median!r}"
+    missing = [key for key in required if key not in entry]
+    if missing:
+        return f"has no {', '.join(missing)}, which every entry holds (how it was measured, and its timing version)"
     for key in _FLOAT_KEYS + _INT_KEYS:
         if key in entry and entry[key] is not None:
             value = entry[key]
@@ -316,7 +336,8 @@ def _fmt_time(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _validate(path: Path, data: Any, device_key: str | None) -> Baseline:
+def _validate(path: Path, data: Any, device_key: str | None, ended: bool = True) -> Baseline:
+    """The baseline in `data`, read from `path`; `ended`: its text ends with the end line."""
     fix_regen = (
         "fix it by hand, restore it from version control (git checkout -- FILE), "
         "or delete it and re-record with `pytest --gpuperf --gpuperf-save`"
@@ -337,6 +358,12 @@ def _validate(path: Path, data: Any, device_key: str | None) -> Baseline:
             f"{', '.join(map(str, READABLE_SCHEMAS))}); re-record it with this version (`pytest --gpuperf --gpuperf-save` after "
             f"deleting the file) or use the pytest-gpuperf version that wrote it"
         )
+    if version >= ENDED_SINCE and not ended:
+        raise BaselineError(
+            f"{path}: cut short: a schema-{version} baseline ends with the line '...', which this file lacks, so "
+            f"entries may be missing or partial; restore it from version control (git checkout -- {path}), "
+            f"re-record it with `pytest --gpuperf --gpuperf-save` after deleting it, or, if a YAML tool rewrote "
+            f"it whole, add '...' as its last line")
     device = data.get("device")
     if not isinstance(device, dict) or not isinstance(device.get("key"), str) or not device.get("key"):
         raise BaselineError(f"{path}: 'device' must be a mapping with a 'key' string; {fix_regen}")
@@ -352,15 +379,26 @@ def _validate(path: Path, data: Any, device_key: str | None) -> Baseline:
         software = {}
     if not isinstance(software, dict):
         raise BaselineError(f"{path}: 'software' must be a mapping; {fix_regen}")
+    if version >= 2 and "entries" not in data:  # the writer writes it, if empty as {}: the file was cut short
+        raise BaselineError(f"{path}: no 'entries' (a file cut short?); {fix_regen}")
     entries = data.get("entries")
     if entries is None:
         entries = {}
     if not isinstance(entries, dict):
         raise BaselineError(f"{path}: 'entries' must be a mapping of test id -> measurements; {fix_regen}")
+    required = REQUIRED_KEYS if version >= 2 else ("median_ms",)
     for name, entry in entries.items():
-        problem = _entry_problem(entry)
+        missing = [key for key in required if isinstance(entry, dict) and key not in entry]
+        if missing and "median_ms" not in missing:  # the writer always writes them: the file lost its end
+            raise BaselineError(
+                f"{path}: entry {name!r} has no {', '.join(missing)}, which every entry of a schema-{version} "
+                f"baseline holds: the file was cut short or edited by hand; restore it from version control "
+                f"(git checkout -- {path}) or re-record the test")
+        problem = _entry_problem(entry, required)
         if problem:
             raise BaselineError(f"{path}: entry {name!r}: {problem}; {fix_regen}")
+    if version == 1:  # read as they would be written back
+        entries = {name: _timed(entry) for name, entry in entries.items()}
     return Baseline(
         path=path,
         device=device,
@@ -400,7 +438,7 @@ def _read(path: Path, device_key: str | None) -> Baseline | None:
             f"{path}: corrupt YAML{where} ({problem}); restore it from version control "
             f"(git checkout -- {path}) or delete it and re-record with `pytest --gpuperf --gpuperf-save`"
         ) from None
-    return _validate(path, data, device_key)
+    return _validate(path, data, device_key, ended=("\n" + text.rstrip()).endswith("\n..."))
 
 
 def load(path: Path, device_key: str | None = None) -> Baseline | None:
@@ -425,7 +463,8 @@ def _dump(device: dict, software: dict, recorded_at: str, entries: dict[str, dic
         "recorded_at": recorded_at,
         "entries": {k: _plain(entries[k]) for k in sorted(entries)},
     }
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=200)
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=200,
+                          explicit_end=True)
 
 
 def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, keep_others: bool = True) -> Baseline:
@@ -478,6 +517,11 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
                                                    [before, entry] if before else [entry])
             merged = dict(previous) if keep_others else {}
             merged.update(entries)
+            for name, entry in merged.items():  # a schema-1 entry kept as it was may lack a required key
+                problem = _entry_problem(entry)
+                if problem:
+                    raise BaselineError(f"{path}: cannot rewrite entry {name!r} as schema {SCHEMA_VERSION}: {problem}; "
+                                        f"re-record the test or delete its entry")
             recorded_at = _utc_now()
             text = _dump(device, software, recorded_at, merged)
             atomic_write_text(path, text, file_mode(path))
