@@ -5,6 +5,8 @@
     gpuperf show [FILE]                        exit 0, 2: bad input
     gpuperf plot FILE... -o OUT.png            exit 0, 2: bad input
     gpuperf merge FILE... -o OUT.yaml          exit 0, 2: bad input
+    gpuperf merge-shards FILE... [-o OUT.json] [--markdown OUT.md]
+                                               one report of the shards' results: exit 0, 1 something slower, 2
     gpuperf device                             exit 0 (2 if the device cannot be queried)
 
 Errors print one line to stderr that names the file; no tracebacks (set GPUPERF_DEBUG=1 to get them).
@@ -17,6 +19,7 @@ import os
 import shutil
 import statistics
 import sys
+import time
 from pathlib import Path
 
 from .ab import DEFAULT_ROUNDS
@@ -217,6 +220,68 @@ def _cmd_merge(args) -> int:
     return EXIT_OK
 
 
+def _regressed(record: dict) -> bool:
+    """Whether a result's stored verdicts fail it, by the gate's rule (core.verdict.is_regression)."""
+    from types import SimpleNamespace
+
+    return is_regression(SimpleNamespace(time=record.get("verdict"), memory=record.get("memory_verdict"),
+                                         counters=record.get("counter_verdict")))
+
+
+def _cmd_merge_shards(args) -> int:
+    """One report of the results JSON files that the shards of one run wrote (--gpuperf-shard, --gpuperf-json):
+    the verdicts each shard reached, one table, optionally one JSON and one Markdown file."""
+    import pytest
+
+    from .core.shards import shards_problem
+    from .plugin.outputs import check_outputs
+    from .report.markdown import write_markdown
+    from .report.table import terminal_lines
+    from .store.results import load_shard, write_json
+
+    try:
+        check_outputs([("-o", args.output, False), ("--markdown", args.markdown, False)])
+    except pytest.UsageError as exc:
+        raise _UsageError(str(exc).replace("gpuperf:", "gpuperf merge-shards:", 1)) from None
+    loaded, seen = [], set()
+    for f in args.files:
+        if Path(f).resolve() in seen:
+            raise _UsageError(f"{f}: given twice")
+        seen.add(Path(f).resolve())
+        if Path(f).suffix.lower() in (".yaml", ".yml"):
+            raise _UsageError(f"{f}: a baseline, not a shard's results; give the JSON files --gpuperf-json wrote "
+                              f"(`gpuperf merge` combines baselines)")
+        loaded.append((f, *load_shard(Path(f))))
+    first, device = loaded[0][0], loaded[0][1] or {}
+    for f, dev, *_ in loaded[1:]:
+        if (dev or {}).get("key") != device.get("key"):
+            raise _UsageError(f"{f}: is for device {(dev or {}).get('key')!r}, but {first} is for "
+                              f"{device.get('key')!r}; only shards run on one GPU model make one report")
+    problem = shards_problem([(f, shard) for f, _, _, _, shard in loaded])
+    if problem:
+        raise _UsageError(f"gpuperf merge-shards: {problem}")
+    owner, records = {}, []
+    for f, _, _, recs, _ in loaded:
+        for rec in recs:
+            if rec["nodeid"] in owner:
+                raise _UsageError(f"{f}: {rec['nodeid']} is also in {owner[rec['nodeid']]}; shards are disjoint, "
+                                  f"so these files are not the shards of one run")
+            owner[rec["nodeid"]] = f
+            records.append(dict(rec, regression=_regressed(rec)))
+    software = next((sw for _, _, sw, _, _ in loaded if sw), {})
+    print(f"gpuperf merge-shards: {len(args.files)} files, {len(records)} results")
+    print("\n".join(terminal_lines(records, device, width=_width())))
+    regressions = [r for r in records if r["regression"]]
+    for r in regressions:
+        print(f"REGRESSION {r['nodeid']}: {r.get('message') or r.get('verdict')}")
+    if args.output is not None:
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        write_json(args.output, records, device, software, started)
+    if args.markdown is not None:
+        write_markdown(args.markdown, records, device, software)
+    return EXIT_SLOWER if regressions else EXIT_OK
+
+
 def _cmd_ab(args) -> int:
     import signal
 
@@ -310,7 +375,7 @@ def _store_peaks(cache_dir: Path, dev: dict, software: dict) -> None:
 
 def _parser() -> _Parser:
     p = _Parser(prog="gpuperf", description="pytest-gpuperf baselines: compare, show, plot, merge; describe the device.")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{compare,ab,show,plot,merge,device}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{compare,ab,show,plot,merge,merge-shards,device}")
     c = sub.add_parser("compare", help="compare two baselines/results files; exit 1 if something got slower",
                        description="Compare OLD with NEW (baseline .yaml or results .json) with the same decision "
                                    "as `pytest --gpuperf`. Exit 0: nothing slower, 1: something slower, 2: bad input.")
@@ -340,6 +405,17 @@ def _parser() -> _Parser:
     m.add_argument("--max-drift", default=f"{MAX_DRIFT * 100:g}%",
                    help="largest spread of a test's medians that are combined (default %(default)s)")
     m.set_defaults(func=_cmd_merge)
+    ms = sub.add_parser("merge-shards", help="one report of the results of a run's shards; exit 1 if something got slower",
+                        description="Combine the results JSON files that the shards of one run wrote "
+                                    "(pytest --gpuperf --gpuperf-shard=K/N --gpuperf-json=FILE) into one verdict table, "
+                                    "and optionally one results JSON and one Markdown summary. The files must be every "
+                                    "shard of one split, run on one GPU model, with no test in two of them. Exit 0: "
+                                    "nothing slower, 1: something slower, 2: bad input.")
+    ms.add_argument("files", metavar="FILE", nargs="+")
+    ms.add_argument("-o", "--output", metavar="OUT.json", type=Path, default=None,
+                    help="the merged results (pytest-benchmark JSON, as --gpuperf-json)")
+    ms.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the summary as Markdown")
+    ms.set_defaults(func=_cmd_merge_shards)
     a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--threshold PCT] [--counters] [--json PATH] "
                                    "[--markdown PATH] [--baseline-dir DIR] [-- PYTEST_ARGS...]", help="measure a base revision and the working tree on this GPU, interleaved; exit 1 "
                                   "if something got slower",
@@ -390,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
             return int(exc.code or 0)
         if getattr(args, "func", None) is None:
             parser.print_usage(sys.stderr)
-            print("gpuperf: error: a command is required: compare, ab, show, plot, merge or device", file=sys.stderr)
+            print("gpuperf: error: a command is required: compare, ab, show, plot, merge, merge-shards or device", file=sys.stderr)
             return EXIT_BAD_INPUT
         return args.func(args)
     except _UsageError as exc:

@@ -140,6 +140,7 @@ class Entry:
     loaded: bool | None = None  # sampled in an unbroken loop, the power cap holding the clock (True or unset)
     slow_replay_us: float | None = None  # the process replayed graphs this much slower per node than a fresh one
     group: str | None = None  # the marker's group, for `gpuperf show`
+    wall_s: float | None = None  # seconds its latest recording spent measuring: what shards split by
     counters: dict[str, list[float]] | None = None  # per hardware counter, its value in each recent recording
     history: list[float] | None = None  # the median of each recent recording, oldest first (core.noise)
     peak_memory_history: list[int] | None = None  # the peak memory of each recent recording, oldest first
@@ -147,9 +148,10 @@ class Entry:
 
     def to_dict(self) -> dict[str, Any]:
         """The YAML mapping: every field but an unset history, peak memory history, drift, peak, above_peak,
-        slow_replay_us, counters or loaded."""
+        slow_replay_us, counters, wall_s or loaded."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for optional in ("history", "peak_memory_history", "drift", "peak", "above_peak", "slow_replay_us", "counters"):
+        for optional in ("history", "peak_memory_history", "drift", "peak", "above_peak", "slow_replay_us", "counters",
+                         "wall_s"):
             if out[optional] is None:
                 del out[optional]
         if not out["loaded"]:

@@ -64,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
             stacklevel=2)
     config.stash[STATE] = perf
     config.pluginmanager.register(perf, "gpuperf-session")
+    if perf.shard is not None:
+        config.pluginmanager.register(perf.shard, "gpuperf-shard")
     _use_sync_timer_for_pytest_benchmark(config, settings)
 
 

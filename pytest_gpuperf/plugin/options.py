@@ -9,6 +9,7 @@ from typing import Any, Callable
 import pytest
 
 from ..core.records import CacheMode
+from ..core.shards import ShardSpec
 from ..core.verdict import parse_threshold
 from ..measure.timer import TimingConfig
 from ..store.plan import Plan
@@ -43,6 +44,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpuperf-counters", action="store_true",
                     help="also count each gpu_benchmark call's hardware counters (instructions, DRAM bytes) with "
                          "Nsight Compute, in a pass before timing, and judge them beside time")
+    group.addoption("--gpuperf-shard", metavar="K/N",
+                    help="run shard K of N (K from 1): the tests left after -k/-m split into N disjoint parts, "
+                         "balanced by the times recorded in this device's baseline (by count without one)")
     group.addoption("--gpuperf-counter-pass", metavar="FILE",
                     help="(set by --gpuperf-counters for its counting process) count each call once, under ncu")
     group.addoption("--gpuperf-ab-plan", metavar="FILE",
@@ -90,6 +94,15 @@ def _cache_mode(text: str) -> str:
         raise ValueError(f"{text!r} is not a cache mode; use cold or warm") from None
 
 
+def _parse_shard(text: str | None) -> ShardSpec | None:
+    if text is None:
+        return None
+    try:
+        return ShardSpec.parse(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--gpuperf-shard: {exc}") from None
+
+
 def _count(text: str) -> int:
     if not text.isdigit():
         raise ValueError(f"{text!r} is not a non-negative whole number")
@@ -115,6 +128,7 @@ class Settings:
     plan: Plan | None = None
     counters: bool = False  # count hardware counters in a pass before timing
     counter_pass: Path | None = None  # this process is that pass: its window file
+    shard: ShardSpec | None = None  # run only this shard of the tests (--gpuperf-shard)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -152,6 +166,7 @@ class Settings:
             plan=plan,
             counters=bool(config.getoption("gpuperf_counters")),
             counter_pass=path("gpuperf_counter_pass"),
+            shard=_parse_shard(config.getoption("gpuperf_shard")),
         )
         if settings.counters and not settings.enabled and not config.option.help:
             raise pytest.UsageError("--gpuperf-counters: counters are judged beside time; add --gpuperf")

@@ -24,6 +24,7 @@ from ..measure.peaks import Peaks, cache_key as peak_cache_key, device_kind, mer
 from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
 from .outputs import write_failure
+from .shard import Sharding
 from .workers import sharing_message
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
@@ -50,6 +51,7 @@ class GpuPerf:
         self.written: list[str] = []  # the outputs written, but for the baseline
         self.device: dict[str, Any] = {}
         self.baseline: baseline_mod.Baseline | None = None
+        self.shard = Sharding(config, settings.shard) if settings.shard is not None else None
         #: hardware counters per test id, from the counting pass (--gpuperf-counters)
         self.counters: dict[str, Counters] = {}
         self.counter_note: str | None = None  # what the counting pass did, or why it gave nothing
@@ -233,7 +235,10 @@ class GpuPerf:
         Under --gpuperf, tests that use gpu_profile run after all the others (in their own order):
         torch.profiler leaves CUPTI attached to the process, which slows every later launch. A
         `gpuperf ab` round runs only the tests its plan lists, and the counting process only the
-        tests that use gpu_benchmark."""
+        tests that use gpu_benchmark. Before those, --gpuperf-shard keeps its shard of the tests -k/-m
+        left, so every process of a shard (a counting pass, xdist's workers) cuts the same part."""
+        if self.shard is not None:
+            self._deselect(items, self.shard.cut(items, self.baseline.entries if self.baseline else {}))
         plan = self.settings.plan
         if plan is not None and plan.select is not None:
             keep = set(plan.select)
@@ -330,7 +335,8 @@ class GpuPerf:
         # Each output is written or fails on its own, and the summary names every one written.
         outputs = [("--gpuperf-save", s.save and results and self.baseline_path, save),
                    ("--gpuperf-json", s.json_path,
-                    lambda: write_json(s.json_path, results, device, sw, self.started_at)),
+                    lambda: write_json(s.json_path, results, device, sw, self.started_at,
+                                       shard=self.shard.record if self.shard else None)),
                    ("--gpuperf-markdown", s.markdown_path,
                     lambda: write_markdown(s.markdown_path, results, device, sw)),
                    ("--gpuperf-plot", s.plot_dir,

@@ -169,12 +169,15 @@ def benchmark_json(results: list[dict], device: dict, software: dict, started_at
 
 
 def write_json(path: Path, results: list[dict], device: dict, software: dict, started_at: str, *,
-               note: str | None = None) -> None:
+               note: str | None = None, shard: dict | None = None) -> None:
     """Results in pytest-benchmark's JSON format (``pytest-benchmark compare FILE`` reads it);
-    `note` (e.g. why a run stopped early) goes into machine_info as gpuperf_note."""
+    `note` (e.g. why a run stopped early) goes into machine_info as gpuperf_note, and `shard` (the
+    run's core.shards.Split.to_dict()) as gpuperf_shard."""
     doc = benchmark_json(results, device, software, started_at)
     if note:
         doc["machine_info"]["gpuperf_note"] = note
+    if shard:
+        doc["machine_info"]["gpuperf_shard"] = plain(shard)
     atomic_write_text(Path(path), json.dumps(doc, indent=2, allow_nan=False) + "\n")
 
 
@@ -224,6 +227,9 @@ def _from_benchmark(path: Path, b: Any, index: int) -> dict:
         Counters.from_dict(rec.get("counters"))
     except ValueError as exc:
         raise ValueError(f"{path}: benchmark {fullname!r}: {exc}") from None
+    if as_number(extra.get("baseline_median_ms")) is not None:  # what benchmark_json wrote of the entry
+        rec["baseline"] = {"median_ms": extra["baseline_median_ms"], "history": extra.get("baseline_history"),
+                           **({"counters": extra["baseline_counters"]} if extra.get("baseline_counters") else {})}
     if data_ms:
         rec["data"] = data_ms
     return rec
@@ -239,6 +245,12 @@ def load_results(path) -> tuple[dict | None, list[dict]]:
 
 def load_recording(path) -> tuple[dict | None, dict, list[dict]]:
     """load_results, plus the software versions the file records ({} when it records none)."""
+    device, software, records, _ = load_shard(path)
+    return device, software, records
+
+
+def load_shard(path) -> tuple[dict | None, dict, list[dict], dict | None]:
+    """load_recording, plus the split a shard's results JSON records (None for other files)."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"{path}: no such file")
@@ -262,13 +274,14 @@ def load_recording(path) -> tuple[dict | None, dict, list[dict]]:
             info = doc.get("machine_info") if isinstance(doc.get("machine_info"), dict) else {}
             device = info.get("gpuperf_device") or None
             software = info.get("gpuperf_software") if isinstance(info.get("gpuperf_software"), dict) else {}
-            return device, software, [_from_benchmark(path, b, i) for i, b in enumerate(benches)]
+            shard = info.get("gpuperf_shard")
+            return device, software, [_from_benchmark(path, b, i) for i, b in enumerate(benches)], shard
         if path.suffix.lower() == ".json" and not (isinstance(doc, dict) and "schema_version" in doc):
             raise ValueError(f"{path}: a JSON file without 'benchmarks': not a pytest-benchmark/gpuperf results file")
     base = load_baseline(path)
     if base is None:  # pragma: no cover - raced with a delete
         raise ValueError(f"{path}: no such file")
-    return base.device, base.software, results_from_baseline(base)
+    return base.device, base.software, results_from_baseline(base), None
 
 
 def results_from_baseline(base: Baseline) -> list[dict]:
