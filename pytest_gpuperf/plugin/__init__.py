@@ -18,7 +18,8 @@ from .session import ITEM_RECORD, RECORD, STATE, GpuPerf
 from .workers import refuse_gpu_sharing
 
 __all__ = ["GpuBenchmark", "GpuPerf", "Settings", "gpu_assert_close", "gpu_benchmark", "gpu_profile",
-           "pytest_addoption", "pytest_configure", "pytest_runtest_call", "pytest_runtest_makereport"]
+           "pytest_addhooks", "pytest_addoption", "pytest_configure", "pytest_runtest_call",
+           "pytest_runtest_makereport"]
 
 #: pytest-benchmark's --benchmark-timer value under --gpuperf on CUDA: a clock that synchronizes first.
 SYNC_TIMER = "pytest_gpuperf.measure.timer.cuda_sync_timer"
@@ -26,6 +27,13 @@ SYNC_TIMER = "pytest_gpuperf.measure.timer.cuda_sync_timer"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The pytest_gpuperf_* hooks other repositories implement (hookspec.py)."""
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,7 +18,7 @@ from ..measure.device import has_cuda, l2_cache_bytes, peak_name
 from ..measure.measurement import Measurement, iter_tensors
 from ..measure.timer import measure
 from ..measure.tolerance import is_nonnegative_number
-from .options import marker_threshold
+from .options import marker_group, marker_threshold
 from .session import ITEM_RECORD, STATE, GpuPerf
 
 
@@ -153,11 +153,10 @@ class GpuBenchmark:
         counters = self._perf.counters.get(item.nodeid)
         note = declared_bytes_note(nbytes, counters, l2_cache_bytes()) if counters is not None else None
         warnings = m.warnings + ([note] if note else [])
-        marker = item.get_closest_marker("gpuperf")
         name = getattr(item, "originalname", item.name)
         return Result(
             nodeid=item.nodeid, name=name, param=item.callspec.id if hasattr(item, "callspec") else "",
-            group=(marker.kwargs.get("group") if marker else None) or name,
+            group=marker_group(item, name),
             median_ms=s.median_ms, mean_ms=s.mean_ms, min_ms=s.min_ms, max_ms=s.max_ms, stddev_ms=s.stddev_ms,
             q1_ms=s.q1_ms, q3_ms=s.q3_ms, noise=s.noise, ci_ms=list(s.ci_ms), samples=s.samples,
             gbps=gbps, tflops=tflops, pct_of_peak=pct, bytes=nbytes, flops=flops, bound=bound, peak=peak,

@@ -187,17 +187,32 @@ MARKER_KEYS = ("threshold", "group")
 
 
 def marker_threshold(item: pytest.Item, default: float) -> float:
-    """The test's @pytest.mark.gpuperf(threshold=...) or the session's threshold; anything else in the
-    marker (a misspelt keyword, a positional value) is a usage error rather than a silent default."""
+    """The test's @pytest.mark.gpuperf(threshold=...) or the session's threshold, as
+    pytest_gpuperf_threshold leaves it; anything else in the marker (a misspelt keyword, a positional
+    value) is a usage error rather than a silent default."""
     marker = item.get_closest_marker("gpuperf")
     if marker and (marker.args or set(marker.kwargs) - set(MARKER_KEYS)):
         given = [repr(a) for a in marker.args] + [f"{k}=" for k in marker.kwargs if k not in MARKER_KEYS]
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.gpuperf takes only threshold= and group=, "
                                 f"got {', '.join(given)}")
     value = marker.kwargs.get("threshold") if marker else None
-    if value is None:
-        return default
+    threshold = default
+    if value is not None:
+        try:
+            threshold = parse_threshold(str(value))
+        except ValueError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.gpuperf(threshold=...): {exc}") from None
+    hooked = item.config.hook.pytest_gpuperf_threshold(item=item, threshold=threshold)
+    if hooked is None:
+        return threshold
     try:
-        return parse_threshold(str(value))
+        return parse_threshold(hooked)
     except ValueError as exc:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.gpuperf(threshold=...): {exc}") from None
+        raise pytest.UsageError(f"{item.nodeid}: pytest_gpuperf_threshold: {exc}") from None
+
+
+def marker_group(item: pytest.Item, default: str) -> str:
+    """The test's @pytest.mark.gpuperf(group=...), else `default`, as pytest_gpuperf_group leaves it."""
+    marker = item.get_closest_marker("gpuperf")
+    group = str((marker.kwargs.get("group") if marker else None) or default)
+    return str(item.config.hook.pytest_gpuperf_group(item=item, group=group) or group)

@@ -322,7 +322,8 @@ class GpuPerf:
 
         results = list(self.results.values())
         s = self.settings
-        sw = software_versions()
+        sw = dict(software_versions())
+        self.config.hook.pytest_gpuperf_run_info(config=self.config, info=sw)
         device = dict(self.device, peaks=self._peaks_to_record())
         errors = []
 
@@ -357,6 +358,8 @@ class GpuPerf:
         if errors:
             self.write_error = "; ".join(errors)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        self.config.hook.pytest_gpuperf_results(config=self.config, results=[dict(r) for r in results],
+                                                device=device, software=sw)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         if self.is_worker or not self.settings.enabled:
