@@ -642,3 +642,13 @@ def test_a_schema_1_entry_names_its_timing_version_when_rewritten(tmp_path):
 @pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parents[1] / "baselines").glob("*.yaml")))
 def test_the_committed_baselines_load(name):
     assert bl.load(Path(__file__).parents[1] / "baselines" / name).entries
+
+
+def test_a_one_sample_measurement_is_saved_with_no_interval(tmp_path):
+    """A call longer than the sampling budget is timed once: its median has no interval (±inf), stored
+    as null, which a comparison reads as it reads the run's own one-sample result."""
+    path = tmp_path / "b.yaml"
+    one = result("t::a", 300.0, ci_ms=(-float("inf"), float("inf")), samples=1, noise=0.0, stddev_ms=0.0)
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": bl.entry_from_result(one)})
+    entry = bl.load(path, DEVICE["key"]).entries["t::a"]
+    assert entry["ci_ms"] is None and entry["samples"] == 1 and entry["median_ms"] == 300.0

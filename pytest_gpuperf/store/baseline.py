@@ -131,6 +131,8 @@ def entry_from_result(result: dict) -> dict:
     for key in _INT_KEYS:
         if _is_number(entry.get(key)):
             entry[key] = int(round(entry[key]))
+    if isinstance(entry.get("ci_ms"), list) and None in entry["ci_ms"]:  # one sample bounds no interval
+        entry["ci_ms"] = None
     if entry.get("loaded") is not True:  # stored only where it holds
         entry.pop("loaded", None)
     if entry.get("slow_replay_us") is None:
