@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf import cli
-from pytest_gpuperf.core.shards import ShardSpec, Split, digest, partition, shards_problem
+from pytest_gpuperf.core.shards import ShardSpec, Split, digest, longest_first, partition, shards_problem
 from pytest_gpuperf.store import baseline as bl
 from pytest_gpuperf.store import results as results_store
 
@@ -82,6 +82,12 @@ def test_the_split_is_the_same_in_another_process():
                            text=True, check=True, env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
             for seed in ("1", "2")]
     assert json.loads(outs[0]) == json.loads(outs[1]) == partition(IDS, costs, 4)
+
+
+def test_longest_first_orders_by_recorded_time():
+    costs = {"a": 1.0, "b": 5.0, "c": 3.0, "e": 5.0}
+    assert longest_first(["a", "b", "c", "d", "e"], costs) == ["b", "e", "d", "c", "a"]  # d: the median, 4 s
+    assert longest_first(["z", "y", "x"], {}) == ["z", "y", "x"]  # nothing recorded: as collected
 
 
 @pytest.mark.parametrize("text", ["0/3", "4/3", "1/0", "a/b", "3", "1/3/4", "-1/2", "", "1 / x"])
@@ -209,6 +215,34 @@ def test_under_xdist_the_controller_gets_the_workers_split(suite):
     result = suite.runpytest_subprocess("-n", "2", "--gpuperf-shard=1/2", "-s", *FAST)
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*RECORD {'index': 1, 'count': 2, 'tests': 4, 'of': 8, 'digest': '*'}"])
+
+
+def test_xdist_workers_hand_out_the_longest_tests_first(suite):
+    """Under pytest-xdist's load distribution each worker orders the tests longest first by recorded
+    time, and the controller hands them out one at a time; other distributions keep their order."""
+    suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=8)
+    path = next((suite.path / "baselines").glob("*.yaml"))
+    base = bl.load(path)
+    bl.save(path, base.device, base.software, {name: dict(e, wall_s=1.0 + int(name[-2])) for name, e in
+                                               base.entries.items()}, keep_others=False)  # test_case[n]: 1 + n s
+    suite.makeconftest("""
+        def pytest_collection_finish(session):
+            worker = getattr(session.config, "workerinput", {}).get("workerid")
+            if worker:
+                open(f"order-{worker}.txt", "w").write(" ".join(i.name.strip("test_case[]") for i in session.items))
+
+        def pytest_sessionfinish(session):
+            if not hasattr(session.config, "workerinput"):
+                print("CHUNK", session.config.option.maxschedchunk)
+    """)
+    result = suite.runpytest_subprocess("-n", "2", "--gpuperf", "-s", *FAST)
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["*CHUNK 1"])
+    # test_plain (no entry) counts as the median recorded time, 4 s, after the earlier of equal ones
+    assert (suite.path / "order-gw0.txt").read_text() == "6 5 4 3 plain 2 1 0"
+    result = suite.runpytest_subprocess("-n", "2", "--dist", "loadfile", "--gpuperf", "-s", *FAST)
+    result.stdout.fnmatch_lines(["*CHUNK None"])
+    assert (suite.path / "order-gw0.txt").read_text() == "0 1 2 3 4 5 6 plain"
 
 
 # ---- merge-shards on written files -----------------------------------------------------------------

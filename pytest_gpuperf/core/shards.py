@@ -50,8 +50,7 @@ def partition(tests: list[str], costs: dict[str, Any], count: int) -> list[list[
     so far (the lowest-numbered on a tie); then the others in id order, each counted at the median
     recorded cost, which deals them round-robin where nothing is recorded."""
     ids = sorted(set(tests))
-    known = {t: c for t in ids if (c := _cost(costs, t)) is not None}
-    fill = statistics.median(known.values()) if known else UNKNOWN_COST
+    known, fill = _recorded(ids, costs)
     order = sorted(known, key=lambda t: (-known[t], t)) + [t for t in ids if t not in known]
     parts: list[list[str]] = [[] for _ in range(count)]
     loads = [(0.0, i) for i in range(count)]  # a heap of (cost so far, part)
@@ -60,6 +59,19 @@ def partition(tests: list[str], costs: dict[str, Any], count: int) -> list[list[
         parts[i].append(test)
         heapq.heappush(loads, (load + known.get(test, fill), i))
     return parts
+
+
+def longest_first(tests: list[str], costs: dict[str, Any]) -> list[str]:
+    """`tests` by recorded cost, longest first, a test without one counted at the median recorded
+    cost; equal costs keep their order (pytest-xdist's workers must all order alike)."""
+    known, fill = _recorded(tests, costs)
+    return sorted(tests, key=lambda t: -known.get(t, fill))
+
+
+def _recorded(tests: list[str], costs: dict[str, Any]) -> tuple[dict[str, float], float]:
+    """The recorded costs of `tests` that have one, and what the others count as: their median."""
+    known = {t: c for t in tests if (c := _cost(costs, t)) is not None}
+    return known, statistics.median(known.values()) if known else UNKNOWN_COST
 
 
 def digest(tests: list[str], costs: dict[str, Any]) -> str:

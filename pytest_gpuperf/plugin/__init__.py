@@ -15,7 +15,7 @@ from ..measure.device import has_cuda
 from .fixtures import GpuBenchmark, gpu_assert_close, gpu_benchmark, gpu_profile
 from .options import Settings, add_options
 from .session import ITEM_RECORD, RECORD, STATE, GpuPerf
-from .workers import refuse_gpu_sharing
+from .workers import dispatch_one_at_a_time, refuse_gpu_sharing
 
 __all__ = ["GpuBenchmark", "GpuPerf", "Settings", "gpu_assert_close", "gpu_benchmark", "gpu_profile",
            "pytest_addhooks", "pytest_addoption", "pytest_configure", "pytest_runtest_call",
@@ -50,6 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 stacklevel=2)
     if settings.enabled and controller and settings.device_index is None:
         refuse_gpu_sharing(config)  # before xdist starts workers (its pytest_sessionstart)
+    if settings.enabled and controller:
+        dispatch_one_at_a_time(config)  # before xdist makes its scheduler (its pytest_sessionstart)
     workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n: a count, or "auto"/"logical"
     shared = workers not in (None, 0, 1)
     if settings.enabled and shared and controller and not has_cuda():

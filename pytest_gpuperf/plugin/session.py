@@ -24,8 +24,8 @@ from ..measure.peaks import Peaks, cache_key as peak_cache_key, device_kind, mer
 from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
 from .outputs import write_failure
-from .shard import Sharding
-from .workers import sharing_message
+from .shard import Sharding, by_recorded_time
+from .workers import LOAD_INPUT, load_distribution, sharing_message
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
 STATE = pytest.StashKey["GpuPerf"]()
@@ -183,11 +183,13 @@ class GpuPerf:
     # -- hooks of the registered session object -------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
-        """pytest-xdist: each worker reads the counting pass's counters from one file."""
+        """pytest-xdist: each worker reads the counting pass's counters from one file, and learns
+        whether the tests are handed out in the order it collects them."""
         if self.counters and self._counter_file is None:
             self._counter_file = write_counters(self.counters)
         if self._counter_file is not None:
             node.workerinput[COUNTERS_INPUT] = str(self._counter_file)
+        node.workerinput[LOAD_INPUT] = load_distribution(self.config)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         if not self.settings.enabled:
@@ -236,7 +238,9 @@ class GpuPerf:
         torch.profiler leaves CUPTI attached to the process, which slows every later launch. A
         `gpuperf ab` round runs only the tests its plan lists, and the counting process only the
         tests that use gpu_benchmark. Before those, --gpuperf-shard keeps its shard of the tests -k/-m
-        left, so every process of a shard (a counting pass, xdist's workers) cuts the same part."""
+        left, so every process of a shard (a counting pass, xdist's workers) cuts the same part. Under
+        pytest-xdist's load distribution the workers order the timed and the profiled tests each
+        longest first by recorded time, the order in which the controller hands them out."""
         if self.shard is not None:
             self._deselect(items, self.shard.cut(items, self.baseline.entries if self.baseline else {}))
         plan = self.settings.plan
@@ -257,6 +261,9 @@ class GpuPerf:
             profiled: list[pytest.Item] = []
             for item in items:
                 (profiled if "gpu_profile" in getattr(item, "fixturenames", ()) else timed).append(item)
+            if self.is_worker and load_distribution(self.config):
+                entries = self.baseline.entries if self.baseline else {}
+                timed, profiled = by_recorded_time(timed, entries), by_recorded_time(profiled, entries)
             items[:] = timed + profiled
 
     @contextlib.contextmanager

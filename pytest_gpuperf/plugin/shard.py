@@ -1,13 +1,14 @@
-"""`--gpuperf-shard=K/N` in a pytest session: keep shard K of the collected tests (core/shards.py),
-split by the measuring time each test's baseline entry recorded (`wall_s`), and tell the results
-JSON which split this run was, so `gpuperf merge-shards` can check that the shards fit together."""
+"""The measuring time each test's baseline entry recorded (`wall_s`) at work in a pytest session:
+`--gpuperf-shard=K/N` keeps shard K of the collected tests (core/shards.py) and tells the results
+JSON which split this run was, so `gpuperf merge-shards` can check that the shards fit together;
+pytest-xdist's workers order their tests longest first."""
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
 
-from ..core.shards import ShardSpec, Split
+from ..core.shards import ShardSpec, Split, longest_first
 
 #: pytest-xdist workeroutput key: the workers cut the tests, the controller writes the results JSON.
 SHARD_OUTPUT = "gpuperf_shard"
@@ -16,6 +17,13 @@ SHARD_OUTPUT = "gpuperf_shard"
 def recorded_costs(entries: dict[str, dict]) -> dict[str, Any]:
     """Each baseline entry's recorded measuring time (test id -> seconds, None where unrecorded)."""
     return {name: entry.get("wall_s") for name, entry in entries.items() if isinstance(entry, dict)}
+
+
+def by_recorded_time(items: list[pytest.Item], entries: dict[str, dict]) -> list[pytest.Item]:
+    """`items` longest first by recorded time (core.shards.longest_first)."""
+    order = {nodeid: i for i, nodeid in enumerate(longest_first([item.nodeid for item in items],
+                                                                recorded_costs(entries)))}
+    return sorted(items, key=lambda item: order[item.nodeid])
 
 
 class Sharding:

@@ -44,3 +44,23 @@ def refuse_gpu_sharing(config: pytest.Config) -> None:
         message = sharing_message(workers, gpus) if gpus else None
         if message:
             raise pytest.UsageError(message)
+
+
+#: pytest-xdist workerinput key: the controller hands tests out in the order the workers collect them.
+LOAD_INPUT = "gpuperf_load"
+
+
+def load_distribution(config: pytest.Config) -> bool:
+    """Does pytest-xdist hand the tests out in their collected order (its load distribution)? A
+    worker, whose own options say "no", knows from what the controller put in its workerinput."""
+    if hasattr(config, "workerinput"):
+        return bool(config.workerinput.get(LOAD_INPUT))
+    return getattr(config.option, "dist", "no") == "load"
+
+
+def dispatch_one_at_a_time(config: pytest.Config) -> None:
+    """Under the load distribution, hand the tests out one at a time (pytest-xdist's --maxschedchunk 1,
+    unless given): the workers order them longest first by recorded time (plugin/shard.py), and a
+    worker handed a batch of the longest ones at the start would finish the run alone."""
+    if load_distribution(config) and getattr(config.option, "maxschedchunk", 0) is None:
+        config.option.maxschedchunk = 1
