@@ -6,6 +6,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import shutil
+import subprocess
 import tempfile
 import textwrap
 import threading
@@ -82,8 +84,25 @@ def test_save_load_round_trip(tmp_path):
     assert doc["schema_version"] == bl.SCHEMA_VERSION == 3 and path.read_text().endswith("\n...\n")
     assert list(doc["entries"]) == sorted(ids)
     assert "data:" not in path.read_text()
-    # nothing but the baseline and its lock file is left in the directory
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".lock"]
+    # nothing but the baseline and the folder of its lock file is left in the directory
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, bl.LOCK_DIR])
+
+
+def test_save_leaves_no_lock_file_to_commit(tmp_path):
+    """The lock sits in .gpuperf-locks/, which ignores itself: git sees only the baseline."""
+    git = shutil.which("git")
+    directory = tmp_path / "baselines"
+    path = directory / "nvidia-h100-80gb-hbm3.yaml"
+    bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
+    bl.save(path, DEVICE, SOFTWARE, entries("t::b"))
+    assert not list(directory.glob("*.lock"))
+    assert bl.lock_file(path) == directory / bl.LOCK_DIR / (path.name + ".lock")
+    if git is None:
+        pytest.skip("git is not installed")
+    subprocess.run([git, "init", "-q", str(tmp_path)], check=True)
+    status = subprocess.run([git, "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path, check=True,
+                            capture_output=True, text=True).stdout
+    assert status.splitlines() == ["?? baselines/nvidia-h100-80gb-hbm3.yaml"], status
 
 
 def test_merge_keeps_unrun_entries_and_replaces_run_ones(tmp_path):
@@ -198,7 +217,7 @@ def test_bad_file_gives_error_naming_file_and_is_never_overwritten(tmp_path, cas
         bl.save(path, DEVICE, SOFTWARE, entries("t::b"))
     assert str(path) in str(err2.value)
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [path.name]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != bl.LOCK_DIR) == [path.name]
 
 
 def test_str_subclasses_and_numpy_like_scalars_are_saved_as_plain_values(tmp_path):
@@ -257,7 +276,7 @@ def test_failed_write_leaves_old_file_and_no_temp_files(tmp_path, monkeypatch):
     with pytest.raises(BaselineError, match="No space left on device"):
         bl.save(path, DEVICE, SOFTWARE, entries("t::b"))
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.yaml", "b.yaml.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["b.yaml", bl.LOCK_DIR])
 
 
 def _save_as_nobody(path: Path) -> str:
@@ -324,7 +343,7 @@ def test_read_only_directory():
             msg = str(err.value)
         assert str(directory) in msg and "not writable" in msg and "--gpuperf-baseline-dir" in msg, msg
         assert path.read_bytes() == before
-        assert sorted(p.name for p in directory.iterdir()) == [path.name, path.name + ".lock"]
+        assert sorted(p.name for p in directory.iterdir()) == sorted([path.name, bl.LOCK_DIR])
     finally:
         if directory.exists():
             os.chmod(directory, 0o755)

@@ -469,10 +469,26 @@ def _dump(device: dict, software: dict, recorded_at: str, entries: dict[str, dic
                           explicit_end=True)
 
 
+#: Folder, inside the baseline directory, of the lock files of :func:`save`.
+LOCK_DIR = ".gpuperf-locks"
+
+
+def lock_file(path: Path) -> Path:
+    """The lock file of baseline ``path``: ``<dir>/.gpuperf-locks/<name>.lock``, in a folder whose own
+    ``.gitignore`` ignores it all (as pytest's ``.pytest_cache``), so a save leaves nothing to commit."""
+    # Kept, not removed after a save: a waiter could then hold the unlinked file while a newcomer locks a new one.
+    folder = Path(path).parent / LOCK_DIR
+    folder.mkdir(exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():  # concurrent writers write the same text
+        ignore.write_text("# created by pytest-gpuperf: lock files of --gpuperf-save\n*\n", encoding="utf-8")
+    return folder / (Path(path).name + ".lock")
+
+
 def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, keep_others: bool = True) -> Baseline:
     """Merge ``entries`` (test id -> entry) into the baseline at ``path`` and write it atomically.
 
-    Under a file lock (``<path>.lock``): re-read and validate the existing file (a corrupt or foreign
+    Under a file lock (:func:`lock_file`): re-read and validate the existing file (a corrupt or foreign
     file raises BaselineError and is left untouched), keep the entries that were not run and replace
     the ones that were (a re-recorded entry measured alike adds its median to the entry's history)
     -- or, with `keep_others` False, hold exactly `entries` --, update
@@ -501,9 +517,9 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
             f"{path}: the baseline directory {directory} is not writable; make it writable "
             f"(chmod u+w {directory}) or choose another one with --gpuperf-baseline-dir"
         )
-    lock = FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S, poll_interval=0.01)
     try:
-        with lock:
+        lock_path = lock_file(path)
+        with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S, poll_interval=0.01):
             old = _read(path, device["key"])
             previous = old.entries if old is not None else {}
             if keep_others:  # a recording adds its median to the history of an entry measured alike
@@ -529,7 +545,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
             atomic_write_text(path, text, file_mode(path))
     except Timeout:
         raise BaselineError(
-            f"{path}: timed out after {LOCK_TIMEOUT_S:.0f} s waiting for the lock {path}.lock; if no other "
+            f"{path}: timed out after {LOCK_TIMEOUT_S:.0f} s waiting for the lock {lock_path}; if no other "
             f"pytest run is saving baselines, delete the lock file"
         ) from None
     except OSError as exc:
