@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_gpuperf.core.files import LOCK_DIR
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import baseline as bl
 from pytest_gpuperf.store.baseline import Baseline, BaselineError
@@ -85,7 +86,7 @@ def test_save_load_round_trip(tmp_path):
     assert list(doc["entries"]) == sorted(ids)
     assert "data:" not in path.read_text()
     # nothing but the baseline and the folder of its lock file is left in the directory
-    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, bl.LOCK_DIR])
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, LOCK_DIR])
 
 
 def test_save_leaves_no_lock_file_to_commit(tmp_path):
@@ -96,7 +97,7 @@ def test_save_leaves_no_lock_file_to_commit(tmp_path):
     bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
     bl.save(path, DEVICE, SOFTWARE, entries("t::b"))
     assert not list(directory.glob("*.lock"))
-    assert bl.lock_file(path) == directory / bl.LOCK_DIR / (path.name + ".lock")
+    assert bl.lock_file(path) == directory / LOCK_DIR / (path.name + ".lock")
     if git is None:
         pytest.skip("git is not installed")
     subprocess.run([git, "init", "-q", str(tmp_path)], check=True)
@@ -217,7 +218,7 @@ def test_bad_file_gives_error_naming_file_and_is_never_overwritten(tmp_path, cas
         bl.save(path, DEVICE, SOFTWARE, entries("t::b"))
     assert str(path) in str(err2.value)
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name != bl.LOCK_DIR) == [path.name]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != LOCK_DIR) == [path.name]
 
 
 def test_str_subclasses_and_numpy_like_scalars_are_saved_as_plain_values(tmp_path):
@@ -276,7 +277,7 @@ def test_failed_write_leaves_old_file_and_no_temp_files(tmp_path, monkeypatch):
     with pytest.raises(BaselineError, match="No space left on device"):
         bl.save(path, DEVICE, SOFTWARE, entries("t::b"))
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["b.yaml", bl.LOCK_DIR])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["b.yaml", LOCK_DIR])
 
 
 def _save_as_nobody(path: Path) -> str:
@@ -343,7 +344,7 @@ def test_read_only_directory():
             msg = str(err.value)
         assert str(directory) in msg and "not writable" in msg and "--gpuperf-baseline-dir" in msg, msg
         assert path.read_bytes() == before
-        assert sorted(p.name for p in directory.iterdir()) == sorted([path.name, bl.LOCK_DIR])
+        assert sorted(p.name for p in directory.iterdir()) == sorted([path.name, LOCK_DIR])
     finally:
         if directory.exists():
             os.chmod(directory, 0o755)

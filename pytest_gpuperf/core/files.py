@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader (or a crash) sees the old file or the new one, never half of one."""
+"""Atomic file writes: a reader (or a crash) sees the old file or the new one, never half of one; and
+where a baseline's writers lock it."""
 from __future__ import annotations
 
 import os
@@ -42,3 +43,19 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
         except OSError:
             pass
         raise
+
+
+#: Folder, inside a baseline's directory, of the lock files its writers take.
+LOCK_DIR = ".gpuperf-locks"
+
+
+def lock_file(path: Path) -> Path:
+    """The lock file of baseline ``path``: ``<dir>/.gpuperf-locks/<name>.lock``, in a folder whose own
+    ``.gitignore`` ignores it all (as pytest's ``.pytest_cache``), so a save leaves nothing to commit."""
+    # Kept, not removed after a save: a waiter could then hold the unlinked file while a newcomer locks a new one.
+    folder = Path(path).parent / LOCK_DIR
+    folder.mkdir(exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():  # concurrent writers write the same text
+        ignore.write_text("# created by pytest-gpuperf: lock files of --gpuperf-save\n*\n", encoding="utf-8")
+    return folder / (Path(path).name + ".lock")

@@ -41,7 +41,7 @@ import yaml
 
 from ..core import noise, records
 from ..core.counters import Counters, code_changed, counters_of
-from ..core.files import atomic_write_text, file_mode
+from ..core.files import atomic_write_text, file_mode, lock_file
 from ..core.plain import plain
 from ..core.verdict import medians, memory_peaks
 from ..core.versions import recorded_version, timing_epoch, version_note
@@ -467,22 +467,6 @@ def _dump(device: dict, software: dict, recorded_at: str, entries: dict[str, dic
     }
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=200,
                           explicit_end=True)
-
-
-#: Folder, inside the baseline directory, of the lock files of :func:`save`.
-LOCK_DIR = ".gpuperf-locks"
-
-
-def lock_file(path: Path) -> Path:
-    """The lock file of baseline ``path``: ``<dir>/.gpuperf-locks/<name>.lock``, in a folder whose own
-    ``.gitignore`` ignores it all (as pytest's ``.pytest_cache``), so a save leaves nothing to commit."""
-    # Kept, not removed after a save: a waiter could then hold the unlinked file while a newcomer locks a new one.
-    folder = Path(path).parent / LOCK_DIR
-    folder.mkdir(exist_ok=True)
-    ignore = folder / ".gitignore"
-    if not ignore.exists():  # concurrent writers write the same text
-        ignore.write_text("# created by pytest-gpuperf: lock files of --gpuperf-save\n*\n", encoding="utf-8")
-    return folder / (Path(path).name + ".lock")
 
 
 def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, keep_others: bool = True) -> Baseline:
