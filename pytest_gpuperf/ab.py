@@ -30,7 +30,7 @@ from .core.child import pytest_command
 from .core.counters import counters_of, merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Method
-from .core.units import as_number
+from .core.units import as_number, plural
 from .core.verdict import DEFAULT_THRESHOLD, SPREAD_HISTORY, Verdict, is_regression, judge, throttle_reasons
 from .store.baseline import BaselineError, alike, baseline_path, load
 from .store.plan import Plan
@@ -223,7 +223,7 @@ class AbRun:
         side.failed = max(side.failed, failed)
         if failed:
             side.failed_tests.update(_failed_tests(log))
-        self.say(f"gpuperf ab: round {index + 1}, {side.label} ({side.revision}): {len(records)} results "
+        self.say(f"gpuperf ab: round {index + 1}, {side.label} ({side.revision}): {plural(len(records), 'result')} "
                  f"in {seconds:.0f} s" + (f", {failed} failed" if failed else ""))
 
 
@@ -251,12 +251,12 @@ def _only_in_head(status: int, log: Path) -> bool:
 
 
 def failures_text(side: Side) -> str:
-    """'2 test(s) failed: a, b', naming up to NAMED_FAILURES of the tests any round of `side` failed."""
+    """'2 tests failed: a, b', naming up to NAMED_FAILURES of the tests any round of `side` failed."""
     names = sorted(side.failed_tests)
     if not names:
-        return f"{side.failed} test(s) failed"
+        return f"{plural(side.failed, 'test')} failed"
     more = f" and {len(names) - NAMED_FAILURES} more" if len(names) > NAMED_FAILURES else ""
-    return f"{len(names)} test(s) failed: {', '.join(names[:NAMED_FAILURES])}{more}"
+    return f"{plural(len(names), 'test')} failed: {', '.join(names[:NAMED_FAILURES])}{more}"
 
 
 def combined(records: list[dict]) -> dict:
@@ -305,8 +305,9 @@ def stored_spreads(directory: Path | None, device: dict | None, say: Callable[[s
         return {}
     entries = {i: e for i, e in stored.entries.items()
                if _graph_timed(e) and len(e.get("history") or []) >= STORED_MIN_RECORDINGS}
-    say(f"gpuperf ab: {len(entries)} graph-timed entries of {path} hold {STORED_MIN_RECORDINGS} or more "
-        f"recordings; their spread pools into their tests'")
+    say(f"gpuperf ab: {plural(len(entries), 'graph-timed entry', 'graph-timed entries')} of {path} "
+        f"{'holds' if len(entries) == 1 else 'hold'} {STORED_MIN_RECORDINGS} or more recordings; their spread pools "
+        f"into their tests'")
     return entries
 
 
@@ -428,7 +429,7 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
             if not plan.select:
                 break
             if index + 1 < run.rounds:
-                run.say(f"gpuperf ab: measuring {len(plan.select)} undecided test(s) again")
+                run.say(f"gpuperf ab: measuring {plural(len(plan.select), 'undecided test')} again")
     return verdicts, base, head
 
 
@@ -461,7 +462,8 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
                 f"({', '.join(moved)}); where taking that off calms a verdict, the calmer one stands")
     for side in (base, head):  # where the time went: measurements, and each process's own start-up and the rest
         records = [r for measured in side.rounds for r in measured.values()]
-        say(time_line(records, side.seconds, f"in the {side.label}'s {len(side.rounds)} processes"))
+        processes = plural(len(side.rounds), "process", "processes")
+        say(time_line(records, side.seconds, f"in the {side.label}'s {processes}"))
     results = []
     for nodeid, record in new.items():
         v = verdicts[nodeid]

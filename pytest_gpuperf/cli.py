@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .ab import DEFAULT_ROUNDS
 from .core.noise import log_spread
-from .core.units import parse_percent
+from .core.units import parse_percent, plural
 from .core.verdict import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
 from .core.versions import recorded_version, timing_epoch
 from .store.baseline import MAX_DRIFT, BaselineError, alike, baseline_path, how_measured
@@ -78,7 +78,8 @@ def _cmd_compare(args) -> int:
                     and timing_epoch(old_map[k]) != timing_epoch(new_map[k]))
     if differ:
         first = differ[0]
-        print(f"gpuperf: note: {len(differ)} test(s) were timed with different timing versions on the two sides "
+        print(f"gpuperf: note: {plural(len(differ), 'test')} {'was' if len(differ) == 1 else 'were'} timed with "
+              f"different timing versions on the two sides "
               f"(e.g. {first}: version {recorded_version(old_map[first])} in {args.old}, "
               f"{recorded_version(new_map[first])} in {args.new}); their changes include that of the timing "
               f"method", file=sys.stderr)
@@ -86,7 +87,8 @@ def _cmd_compare(args) -> int:
     if unlike:
         first = unlike[0]
         (old_method, old_cache), (new_method, new_cache) = how_measured(old_map[first]), how_measured(new_map[first])
-        print(f"gpuperf: note: {len(unlike)} test(s) were timed with different methods or cache modes on the two "
+        print(f"gpuperf: note: {plural(len(unlike), 'test')} {'was' if len(unlike) == 1 else 'were'} timed with "
+              f"different methods or cache modes on the two "
               f"sides (e.g. {first}: {old_method}, {old_cache} L2 in {args.old}, {new_method}, {new_cache} L2 in "
               f"{args.new}); their changes include that of the method", file=sys.stderr)
     recorded = {}  # without --threshold: the per-test threshold the plugin recorded, else the default
@@ -145,7 +147,7 @@ def _cmd_show(args) -> int:
         sw = ", ".join(f"{k} {v}" for k, v in (base.software or {}).items() if v)
         if sw:
             print(f"software: {sw}")
-        print(f"recorded at {base.recorded_at or 'unknown'}, {len(base.entries)} entries")
+        print(f"recorded at {base.recorded_at or 'unknown'}, {plural(len(base.entries), 'entry', 'entries')}")
     print("\n".join(terminal_lines(results, device or {}, width=_width())))
     return EXIT_OK
 
@@ -205,12 +207,14 @@ def _cmd_merge(args) -> int:
         recordings.append((f, _by_id(records)))
     entries, notes = baseline_mod.combine(recordings, max_drift)
     baseline_mod.save(out, device, software, entries, keep_others=False)
-    print(f"gpuperf merge: {len(args.files)} recordings of {device['key']} -> {out}: {len(entries)} entries")
+    print(f"gpuperf merge: {plural(len(args.files), 'recording')} of {device['key']} -> {out}: "
+          f"{plural(len(entries), 'entry', 'entries')}")
     spreads = sorted(((log_spread(e["history"])[0], name) for name, e in entries.items()
                       if len(e.get("history") or []) > 1), reverse=True)
     if spreads:
         values = [s for s, _ in spreads]
-        print(f"run-to-run spread (sd of a test's recorded medians), {len(values)} entries of 2+ recordings: median "
+        print(f"run-to-run spread (sd of a test's recorded medians), "
+              f"{plural(len(values), 'entry', 'entries')} of 2+ recordings: median "
               f"{statistics.median(values):.1%}, max {values[0]:.1%}; {sum(s > 0.01 for s in values)} above 1%")
         for s, name in spreads[:10]:  # the least reproducible tests: where to look first
             if s > 0.01:
@@ -269,7 +273,7 @@ def _cmd_merge_shards(args) -> int:
             owner[rec["nodeid"]] = f
             records.append(dict(rec, regression=_regressed(rec)))
     software = next((sw for _, _, sw, _, _ in loaded if sw), {})
-    print(f"gpuperf merge-shards: {len(args.files)} files, {len(records)} results")
+    print(f"gpuperf merge-shards: {plural(len(args.files), 'file')}, {plural(len(records), 'result')}")
     print("\n".join(terminal_lines(records, device, width=_width())))
     regressions = [r for r in records if r["regression"]]
     for r in regressions:

@@ -248,7 +248,7 @@ def test_a_graph_timed_tests_stored_recordings_widen_its_bound(repo: Path) -> No
     lines: list[str] = []
     graph = compare(True, "graph", lines)
     assert graph["t::graph"].time == "unsure" and graph["t::two"].time == "slower"
-    assert any("1 graph-timed entries of" in line and "sim.yaml hold 3 or more recordings" in line for line in lines)
+    assert any("1 graph-timed entry of" in line and "sim.yaml holds 3 or more recordings" in line for line in lines)
     assert compare(True, "events", [])["t::events"].time == "slower"
     # measured another way (a warm cache) the recordings do not count
     _stored(repo, {"t::graph": {"median_ms": 0.0025, "method": "graph", "cache": "warm", "history": spread}})
@@ -429,7 +429,7 @@ def test_a_test_failing_in_the_working_tree_is_named(repo: Path, capsys) -> None
                      "test_spin.py"])
     out, err = capsys.readouterr()
     assert code == 1, out + err
-    assert "gpuperf ab: in the working tree, 1 test(s) failed: test_spin.py::test_broken" in out
+    assert "gpuperf ab: in the working tree, 1 test failed: test_spin.py::test_broken" in out
 
 
 def test_failed_tests_are_read_from_the_short_summary_only(tmp_path: Path) -> None:

@@ -267,7 +267,7 @@ def test_merge_and_compare_keep_timing_versions_apart(files, capsys, tmp_path):
     merged = bl.load(out)
     assert merged.entries[IDS[1]]["median_ms"] == pytest.approx(0.0985) and merged.entries[IDS[1]]["history"] == [0.0985]
     code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
-    assert "3 test(s) were timed with different timing versions" in err and "version 1 in" in err
+    assert "3 tests were timed with different timing versions" in err and "version 1 in" in err
 
 
 def test_compare_says_when_its_sides_were_timed_with_different_methods(files, capsys, tmp_path):
@@ -276,7 +276,7 @@ def test_compare_says_when_its_sides_were_timed_with_different_methods(files, ca
     later = tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml"
     bl.save(later, DEVICE, SOFTWARE, {i: dict(entry(m, 256 << 20), method="graph") for i, m in zip(IDS, [0.1, 0.1, 0.1])})
     code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
-    assert "3 test(s) were timed with different methods or cache modes" in err and "graph, cold L2 in" in err
+    assert "3 tests were timed with different methods or cache modes" in err and "graph, cold L2 in" in err
     assert "timing versions" not in err
     # one version whose changes moved events and graphs in different versions: still one version
     from pytest_gpuperf.core.versions import TIMING_VERSION
@@ -285,7 +285,7 @@ def test_compare_says_when_its_sides_were_timed_with_different_methods(files, ca
         bl.save(path, DEVICE, SOFTWARE, {i: dict(entry(0.1, 256 << 20), method=method, timing=TIMING_VERSION)
                                          for i in IDS})
     code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
-    assert "3 test(s) were timed with different methods" in err and "timing versions" not in err
+    assert "3 tests were timed with different methods" in err and "timing versions" not in err
 
 
 def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):

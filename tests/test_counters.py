@@ -261,7 +261,7 @@ def test_counters_are_recorded_judged_and_fail_a_test_that_did_more_work(counted
     result = counted.runpytest("--gpuperf", "--gpuperf-counters", "--gpuperf-save", "--gpuperf-json=r.json", *FAST)
     result.assert_outcomes(passed=1)
     result.stderr.fnmatch_lines(["*counting (faked)*"])  # before the session's terminal output starts
-    result.stdout.fnmatch_lines(["*counters of 1 calls (1 kernels) counted before timing in 1 s*"])
+    result.stdout.fnmatch_lines(["*counters of 1 call (1 kernel) counted before timing in 1 s*"])
     stored = yaml.safe_load(next((counted.path / "baselines").glob("*.yaml")).read_text())
     assert stored["entries"]["test_work.py::test_work"]["counters"]["instructions"] == [1000]
     extra = json.loads((counted.path / "r.json").read_text())["benchmarks"][0]["extra_info"]
@@ -361,7 +361,7 @@ def test_the_summary_says_what_the_counters_decided_or_why_not() -> None:
     decided = dict(undecided, counter_verdict="same", counters={"instructions": [1]})
     assert verdict_text(decided) == "same?, same work" and "1 undecided" in summary_counts([decided])
     assert counters_line([decided, {"verdict": "same", "counter_verdict": "more"}]) == (
-        "gpuperf: 1 tests undecided by time; counters judged 2 tests (1 more work, 1 same work) and decided 1 of the 1")
+        "gpuperf: 1 test undecided by time; counters judged 2 tests (1 more work, 1 same work) and decided 1 of the 1")
     assert "baseline holds no counters" in counters_line([dict(undecided, counters={"instructions": [1]})])
     assert "--gpuperf-counters decides them" in counters_line([undecided])
     assert counters_line([{"verdict": "same", "detects": 0.01, "threshold": 0.05}]) is None

@@ -141,7 +141,7 @@ def test_an_output_that_fails_at_the_end_hides_none_written_and_names_the_users_
     result = pytester.runpytest("--gpuperf", "--gpuperf-save", "--gpuperf-json=out/r.json",
                                 "--gpuperf-markdown=r.md", *FAST)
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    result.stdout.fnmatch_lines(["gpuperf: saved 1 entries to *", "gpuperf: wrote r.md",
+    result.stdout.fnmatch_lines(["gpuperf: saved 1 entry to *", "gpuperf: wrote r.md",
                                  "gpuperf: could not write results: --gpuperf-json: cannot write out/r.json (*)"])
     assert (pytester.path / "r.md").exists() and list((pytester.path / "baselines").glob("*.yaml"))
 

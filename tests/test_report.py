@@ -444,7 +444,7 @@ def test_time_line_says_where_the_session_went():
     results[1].update(wall_s=0.5, first_call_s=0.1, measured_s=0.2)
     assert report_rows.time_line(results, 10.0) == (
         "gpuperf: 10.0 s since start: 2 measurements 2.0 s (first calls, i.e. compiling and autotuning, 1.1 s; "
-        "samples 0.4 s; warm-up and calibration 0.5 s; 1 repeated runs (suspects re-measured, or recordings)), "
+        "samples 0.4 s; warm-up and calibration 0.5 s; 1 repeated run (suspects re-measured, or recordings)), "
         "outside measurements 8.0 s")
 
 

@@ -60,8 +60,8 @@ def test_explicit_tolerances_and_named_precisions() -> None:
 
 
 @pytest.mark.parametrize("planted, expected_text", [
-    (float("nan"), "NaN positions differ at 1 element(s): (3): actual nan, expected 4"),
-    (float("inf"), "Inf positions differ at 1 element(s): (3): actual inf, expected 4"),
+    (float("nan"), "NaN positions differ at 1 element: (3): actual nan, expected 4"),
+    (float("inf"), "Inf positions differ at 1 element: (3): actual inf, expected 4"),
 ])
 def test_nan_and_inf_must_sit_where_the_reference_has_them(planted: float, expected_text: str) -> None:
     ref = torch.arange(8, dtype=torch.float64) + 1
@@ -95,5 +95,5 @@ def test_sequences_are_compared_item_by_item_with_names() -> None:
     assert_close([r.float() for r in ref], ref)
     with pytest.raises(AssertionError, match=r"output\[1\]: 1 of 3 elements"):
         assert_close([ref[0].float(), torch.tensor([0.0, 1.0, 0.0])], ref)
-    with pytest.raises(AssertionError, match="has 1 items, expected 2"):
+    with pytest.raises(AssertionError, match="has 1 item, expected 2"):
         assert_close([ref[0].float()], ref)

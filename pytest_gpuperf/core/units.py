@@ -83,3 +83,8 @@ def fmt_rate(x: Any) -> str:
     if x >= 10:
         return f"{x:.1f}"
     return f"{x:.2f}"
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """'1 entry', '2 entries': a count and its noun, `nouns` (default `noun` + 's') unless it is 1."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..core.units import plural
+
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-7, 1e-7),
     "float32": (1.3e-6, 1e-5),
@@ -69,7 +71,8 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None, atol:
             raise ValueError(f"gpu_assert_close: {label}={value!r} must be a number >= 0")
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
         if len(actual) != len(expected):
-            raise AssertionError(f"gpu_assert_close: {name} has {len(actual)} items, expected {len(expected)}")
+            raise AssertionError(f"gpu_assert_close: {name} has {plural(len(actual), 'item')}, "
+                                 f"expected {len(expected)}")
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_close(a, e, rtol=rtol, atol=atol, precision=precision, name=f"{name}[{i}]")
         return
@@ -125,4 +128,5 @@ def _check_nonfinite(a, e, name: str) -> None:
             flat_a, flat_e = a[mask][:_SHOW].tolist(), e[mask][:_SHOW].tolist()
             shown = "; ".join(f"{_fmt(tuple(p))}: actual {x:g}, expected {y:g}"
                               for p, x, y in zip(positions, flat_a, flat_e))
-            raise AssertionError(f"gpu_assert_close: {name}: {what} positions differ at {count} element(s): {shown}")
+            raise AssertionError(f"gpu_assert_close: {name}: {what} positions differ at "
+                                 f"{plural(count, 'element')}: {shown}")

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from ..core.units import plural
 from ..core.versions import TIMING_VERSION, recorded_version, version_note
 from ..measure.device import has_cuda
 from .fixtures import GpuBenchmark, gpu_assert_close, gpu_benchmark, gpu_profile
@@ -69,7 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
                       "; this run's --gpuperf-save records the tests it runs anew" if settings.save
                       else ": record them again (--gpuperf-save)"))
         config.issue_config_time_warning(pytest.PytestConfigWarning(
-            f"gpuperf: {len(stale)} of {len(perf.baseline.entries)} entries of {perf.baseline_path} were timed "
+            f"gpuperf: {len(stale)} of {plural(len(perf.baseline.entries), 'entry', 'entries')} of "
+            f"{perf.baseline_path} {'was' if len(stale) == 1 else 'were'} timed "
             f"with another timing version (e.g. {example}: {version_note(perf.baseline.entries[example])}); {advice}"),
             stacklevel=2)
     config.stash[STATE] = perf

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ..core.counters import Counters
+from ..core.units import plural
 from ..core.versions import version_note
 from ..measure import calibration, node_gap
 from ..measure.device import describe, has_cuda, read_clocks, software_versions
@@ -176,7 +177,8 @@ class GpuPerf:
             self.counter_note = f"no counters: {exc}; timing goes on without them"
         else:
             self.counters = run.counters
-            self.counter_note = (f"counters of {len(run.counters)} calls ({run.kernels} kernels) counted before "
+            self.counter_note = (f"counters of {plural(len(run.counters), 'call')} "
+                                 f"({plural(run.kernels, 'kernel')}) counted before "
                                  f"timing in {run.cost_text()}")
         say(f"gpuperf: {self.counter_note}")
 
@@ -199,7 +201,7 @@ class GpuPerf:
         clock = read_clocks(index).sm_clock_mhz
         base = self.baseline
         stale = len(self.stale_entries())
-        stored = (f"{self.baseline_path} ({len(base.entries)} entries"
+        stored = (f"{self.baseline_path} ({plural(len(base.entries), 'entry', 'entries')}"
                   + (f", {stale} measured with another timing version" if stale else "") + ")"
                   if base else f"none yet at {self.baseline_path}")
         arch = f", sm_{d['capability'].replace('.', '')}, {d['sm_count']} SMs" if d.get("capability") else ""
@@ -382,7 +384,8 @@ class GpuPerf:
                 tr.write_line(line)
         missing = self.missing()
         if missing:
-            tr.write_line(f"gpuperf: {len(missing)} baseline entries collected but not measured (missing): "
+            tr.write_line(f"gpuperf: {plural(len(missing), 'baseline entry', 'baseline entries')} collected but "
+                          f"not measured (missing): "
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
         if results:
             tr.write_line(time_line(results, time.perf_counter() - self._t0))
@@ -397,10 +400,10 @@ class GpuPerf:
                 tr.write_line(replayed)
         regressions = [r for r in results if r.get("regression")]
         if regressions:
-            tr.write_line(f"gpuperf: {len(regressions)} regression(s) against {self.baseline_path}",
+            tr.write_line(f"gpuperf: {plural(len(regressions), 'regression')} against {self.baseline_path}",
                           red=True, bold=True)
         if self.saved is not None:
-            tr.write_line(f"gpuperf: saved {self.saved} entries to {self.baseline_path}")
+            tr.write_line(f"gpuperf: saved {plural(self.saved, 'entry', 'entries')} to {self.baseline_path}")
         if self.written:
             tr.write_line(f"gpuperf: wrote {', '.join(self.written)}")
         if self.write_error:

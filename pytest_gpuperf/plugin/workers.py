@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ..core.units import plural
+
 
 def gpu_count() -> int:
     """CUDA devices this process may use (0 without torch or CUDA). torch.cuda.device_count()
@@ -31,7 +33,7 @@ def sharing_message(workers: int, gpus: int) -> str | None:
     """The refusal of `workers` workers on `gpus` GPUs, or None when each worker has a GPU."""
     if workers <= gpus:
         return None
-    return (f"--gpuperf with -n {workers}: only {gpus} GPU(s) visible; workers sharing a GPU would time "
+    return (f"--gpuperf with -n {workers}: only {plural(gpus, 'GPU')} visible; workers sharing a GPU would time "
             f"each other's work (use -n {gpus} or fewer)")
 
 

@@ -8,7 +8,7 @@ import statistics
 from typing import Any, Iterable
 
 from ..core.records import nodeid_name, nodeid_param, record_group
-from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate
+from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate, plural
 from ..measure.peaks import peak_label
 
 __all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "ceiling_line", "detects_text", "device_line", "fmt_change",
@@ -103,9 +103,9 @@ def counters_line(results: list[dict]) -> str | None:
         return None
     words = collections.Counter(r["counter_verdict"] for r in judged)
     decided = sum(1 for r in undecided if r.get("counter_verdict"))
-    text = f"gpuperf: {len(undecided)} tests undecided by time"
+    text = f"gpuperf: {plural(len(undecided), 'test')} undecided by time"
     if judged:
-        text += (f"; counters judged {len(judged)} tests (" + ", ".join(
+        text += (f"; counters judged {plural(len(judged), 'test')} (" + ", ".join(
             f"{words[w]} {w} work" for w in ("more", "less", "same") if words[w])
                  + f") and decided {decided} of the {len(undecided)}")
     elif any(r.get("counters") for r in results):
@@ -180,7 +180,7 @@ def ceiling_line(results: list[dict]) -> str | None:
     if not above:
         return None
     top = max(above, key=lambda r: as_number(r["above_peak"]))
-    counted = f"{len(above)} result{'s' if len(above) > 1 else ''} beat{'' if len(above) > 1 else 's'}"
+    counted = f"{plural(len(above), 'result')} beat{'' if len(above) > 1 else 's'}"
     return (f"{counted} the peak probe {'they are' if len(above) > 1 else 'it is'} held against: 'kernel' sets "
             f"the ceiling (100%); furthest {top.get('nodeid') or top.get('name')}, {as_number(top['above_peak']):.1%} over "
             f"{peak_label(top.get('peak'))} (docs/measurement.md)")
@@ -196,8 +196,8 @@ def time_line(results: list[dict], session_s: float, span: str = "since start") 
 
     wall, first, sampled = total("wall_s"), total("first_call_s"), total("measured_s")
     again = sum(int(as_number(r.get("remeasured")) or 0) for r in results)
-    repeated = f"; {again} repeated runs (suspects re-measured, or recordings)" if again else ""
-    return (f"gpuperf: {session_s:.1f} s {span}: {len(results)} measurements {wall:.1f} s (first calls, i.e. "
+    repeated = f"; {plural(again, 'repeated run')} (suspects re-measured, or recordings)" if again else ""
+    return (f"gpuperf: {session_s:.1f} s {span}: {plural(len(results), 'measurement')} {wall:.1f} s (first calls, i.e. "
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
             f"{max(wall - first - sampled, 0.0):.1f} s" + repeated
             + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
@@ -212,9 +212,10 @@ def replay_line(results: list[dict]) -> str | None:
     us = sorted(as_number(r["slow_replay_us"]) for r in slowed)
     span = f"{us[0]:.2f}" if us[0] == us[-1] else f"{us[0]:.2f}-{us[-1]:.2f}"
     first = slowed[0].get("nodeid") or slowed[0].get("name")
-    return (f"gpuperf: {len(slowed)} graph-timed results were measured while this process replayed CUDA graphs "
-            f"{span} µs per node slower than a fresh process (from {first} on, after large kernels ran in it); "
-            f"their medians can read a few tenths of a µs per kernel high (docs/measurement.md, \"Replay state\")")
+    were = "was" if len(slowed) == 1 else "were"
+    return (f"gpuperf: {plural(len(slowed), 'graph-timed result')} {were} measured while this process replayed "
+            f"CUDA graphs {span} µs per node slower than a fresh process (from {first} on, after large kernels ran "
+            f"in it); their medians can read a few tenths of a µs per kernel high (docs/measurement.md, \"Replay state\")")
 
 
 def peaks_text(peaks: dict | None) -> str:

@@ -1,7 +1,7 @@
 """The terminal tables: the session summary (`pytest --gpuperf`, `gpuperf show`) and `gpuperf compare`."""
 from __future__ import annotations
 
-from ..core.units import fmt_ms
+from ..core.units import fmt_ms, plural
 from ..core.verdict import is_regression
 from .rows import (COLUMNS, ceiling_line, cells_of, detects_text, device_line, fmt_change, grouped, kept_columns,
                    middle_truncate, natural_key,
@@ -98,7 +98,7 @@ def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], wi
             lines.append(line.rstrip())
         lines.append("")
     mem_slower = sum(1 for _, _, v in records if v.memory == "slower")
-    summary = f"{len(records)} tests: " + ", ".join(verdict_parts(
+    summary = f"{plural(len(records), 'test')}: " + ", ".join(verdict_parts(
         ("undecided" if _undecided(v, rec) else v.time, v.noise_bound, v.threshold) for _, rec, v in records))
     if mem_slower:
         summary += f", {mem_slower} with more peak memory"

@@ -43,6 +43,7 @@ from ..core import noise, records
 from ..core.counters import Counters, code_changed, counters_of
 from ..core.files import atomic_write_text, file_mode, lock_file
 from ..core.plain import plain
+from ..core.units import plural
 from ..core.verdict import medians, memory_peaks
 from ..core.versions import recorded_version, timing_epoch, version_note
 
@@ -272,8 +273,9 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
         out[name] = _with_counters(with_history(newest, history, legacy, [p for e in same for p in memory_peaks(e)]),
                                    [e for _, e in recs])
     if older_versions:
-        notes.append(f"{len(older_versions)} tests (e.g. {older_versions[0]}) were also recorded with an older "
-                     f"timing version: only the newest version's medians are combined")
+        were = "was" if len(older_versions) == 1 else "were"
+        notes.append(f"{plural(len(older_versions), 'test')} (e.g. {older_versions[0]}) {were} also recorded with "
+                     f"an older timing version: only the newest version's medians are combined")
     return out, notes
 
 
