@@ -23,6 +23,7 @@ from typing import Any
 
 from ..core.child import pytest_command
 from ..core.counters import OCCUPANCY, Counters, summed
+from ..core.units import plural
 from .device import has_cuda
 
 #: Nsight Compute metric -> the stored counter (or `duration_ns`, the occupancy's weight).
@@ -288,7 +289,7 @@ def run_counting(args: Sequence[str], cwd: Path, xdist: bool, say: Callable[[str
     if problem and not kernels:
         raise CounterError(problem)
     if windows and not kernels:
-        raise CounterError(f"Nsight Compute profiled no kernel of the {len(windows)} counted calls (see {log})")
+        raise CounterError(f"Nsight Compute profiled no kernel in {plural(len(windows), 'counted call')} (see {log})")
     if not windows:
         tail = " | ".join(text.strip().splitlines()[-2:]) or "no output"
         raise CounterError(f"the counting process counted no gpu_benchmark call ({tail}; see {log})")
