@@ -157,3 +157,15 @@ def test_every_subpackage_is_installed() -> None:
                  ["tool"]["setuptools"]["packages"])
     present = {module_name(ROOT, p) for p in ROOT.rglob("__init__.py")}
     assert present - listed == set()
+
+
+def test_reporting_loads_no_measuring_code() -> None:
+    """`gpuperf compare`, `show` and `merge-shards` read and report; they need no measuring layer."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pytest_gpuperf.report.rows, pytest_gpuperf.report.table, pytest_gpuperf.report.markdown, "
+            "pytest_gpuperf.report.roofline, pytest_gpuperf.report.plots, pytest_gpuperf.store.results; "
+            "print(sorted(m for m in sys.modules if m.startswith('pytest_gpuperf.measure')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

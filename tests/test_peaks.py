@@ -180,7 +180,7 @@ def test_a_small_memory_bound_result_is_held_against_copies_of_about_its_own_tra
 
 def test_a_result_faster_than_its_peak_sets_its_own_ceiling_and_tables_name_each_peak() -> None:
     from pytest_gpuperf.core.records import of_peak, raw_pct_of_peak
-    from pytest_gpuperf.measure.peaks import peak_label
+    from pytest_gpuperf.core.peak_names import peak_label
 
     assert of_peak(104.6) == (100.0, pytest.approx(0.046))
     assert of_peak(99.5) == (99.5, None)

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..core.peak_names import COPY_PEAK, matched_copy_kib, matched_copy_name
 from .calibration import Calibration
 from .device import describe, has_cuda, import_torch, peak_name, read_clocks
 from .timer import TimingConfig, measure
@@ -30,8 +31,6 @@ _PROBE_BUDGET_S = 0.3
 #: copy's peak sets the ceiling (docs/measurement.md, "% of peak").
 MATCHED_COPY_BELOW = 256 << 20
 MATCHED_COPY_MIN = 64 << 10
-COPY_PEAK = "copy_gbps"
-_MATCHED_COPY = re.compile(r"copy_(\d+)kib_gbps")
 
 CUDA, CPU = "cuda", "cpu"
 #: (lowest, highest) plausible peak per device kind and unit: wide enough for any real device, so
@@ -61,23 +60,6 @@ class PeakReading:
 
     value: float
     noise: float = 0.0
-
-
-def peak_label(name: str | None, above_peak: float | None = None) -> str:
-    """The peak a result is held against, as a table shows it: 'copy', 'copy 8 MiB' (a copy of about
-    its own traffic), 'bf16 mm' (cuBLAS's dense matmul rate), or 'kernel' where the result beat
-    that peak and sets its own ceiling; '-' for none."""
-    if above_peak:
-        return "kernel"
-    if not isinstance(name, str) or not name:
-        return "-"
-    matched = _MATCHED_COPY.fullmatch(name)
-    if matched:
-        kib = int(matched.group(1))
-        return f"copy {kib >> 10} MiB" if kib >= 1024 else f"copy {kib} KiB"
-    if name == COPY_PEAK:
-        return "copy"
-    return name.removesuffix("_tflops") + " mm"
 
 
 def device_kind(device: dict | None = None) -> str:
@@ -132,7 +114,7 @@ def matched_copy_names(traffic_bytes: int) -> list[str]:
         return []
     low = max(1 << max(int(traffic_bytes).bit_length() - 1, 0), MATCHED_COPY_MIN)
     sizes = sorted({low, max(low, 1 << (int(traffic_bytes) - 1).bit_length())})
-    return [f"copy_{size >> 10}kib_gbps" for size in sizes]
+    return [matched_copy_name(size) for size in sizes]
 
 
 def measure_copy_gbps(config=None, calibration: Calibration | None = None,
@@ -207,9 +189,9 @@ class Peaks:
         self._stale_noted: set[str] = set()
 
     def _measure(self, name: str, dtype_name: str | None) -> PeakReading:
-        matched = _MATCHED_COPY.fullmatch(name)
-        if matched:  # a copy of about a result's traffic: half of it read, half written
-            return measure_copy_gbps(calibration=self.calibration, copy_bytes=(int(matched.group(1)) << 9,))
+        kib = matched_copy_kib(name)
+        if kib is not None:  # a copy of about a result's traffic: half of it read, half written
+            return measure_copy_gbps(calibration=self.calibration, copy_bytes=(kib << 9,))
         if dtype_name is None:
             return measure_copy_gbps(calibration=self.calibration)
         return measure_matmul_tflops(dtype_name, calibration=self.calibration)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.counters import counters_of
+from ..core.peak_names import COPY_PEAK
 from ..core.units import as_number
 from .plots import _plt, _safe_filename
 from .rows import grouped, series_and_case
 
-#: Peaks drawn as compute roofs (the device's measured matmul rates), and the copy rate's key.
+#: Peaks drawn as compute roofs (the device's measured matmul rates).
 COMPUTE_PEAKS = ("bf16_tflops", "fp16_tflops", "tf32_tflops", "fp32_tflops")
-COPY_PEAK = "copy_gbps"
 
 
 def intensity(record: dict) -> float | None:

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 from ..core.records import nodeid_name, nodeid_param, record_group
 from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate, plural
-from ..measure.peaks import peak_label
+from ..core.peak_names import peak_label
 
 __all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "ceiling_line", "detects_text", "device_line", "fmt_change",
            "fmt_mem",
@@ -251,7 +251,7 @@ COLUMNS = (  # header, width, align
     ("GB/s", 7, ">"),
     ("TFLOP/s", 7, ">"),
     ("% peak", 6, ">"),
-    ("of", 12, ">"),  # the peak that % is of (peaks.peak_label: up to "copy 128 KiB")
+    ("of", 12, ">"),  # the peak that % is of (peak_label: up to "copy 128 KiB")
     ("peak mem", 10, ">"),
     ("vs base", 7, ">"),
 )
