@@ -51,6 +51,11 @@ ACROSS_MACHINES = Prior(relative=0.004, absolute_ms=0.0001, df=6, min_change_ms=
 #: tails are light enough that a real change of 70% of the threshold counts (so a slowdown of exactly
 #: the threshold is caught, not half the time); against a stored baseline a change must reach it.
 SAME_MACHINE = Prior(relative=0.003, absolute_ms=0.00003, df=12, min_change_ms=0.00005, margin_share=0.3)
+#: Host-clock timings (no CUDA: the `cpu` and `host-sync` methods) share the host's cores with
+#: everything else on it: a 4x 512² float32 torch matmul loop read medians 10% apart (sd) across six
+#: processes of one 2-core machine (docs/gate.md), two orders above a GPU's. Its own recordings
+#: still widen it.
+ON_HOST = Prior(relative=0.05, absolute_ms=0.001, df=6, min_change_ms=0.01)
 #: One-sided confidence of the bound: with ~400 tests a run, 1e-3 keeps false alarms below one in a
 #: few runs before the re-measurement and the margin rule (verdict.py) remove most of the rest.
 CONFIDENCE = 0.999

@@ -43,8 +43,8 @@ from typing import TypeVar
 
 from . import noise
 from .counters import LESS, MORE, OTHER, CounterVerdict, counters_of, judge_counters
-from .noise import ACROSS_MACHINES, Prior
-from .records import SEVERE_THROTTLE
+from .noise import ACROSS_MACHINES, ON_HOST, Prior
+from .records import SEVERE_THROTTLE, Method
 from .spread import MEDIAN_SE_FACTOR, level_shift
 from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent, positive_numbers
 
@@ -69,6 +69,8 @@ REPLAY_CHARGE = 3.0
 SHIFT_SHARE = 0.5
 
 VERDICTS = ("faster", "same", "slower", "unsure", "new", "missing")
+#: Methods that time with the host's clock: judged with noise.ON_HOST.
+HOST_METHODS = frozenset({Method.CPU.value, Method.HOST_SYNC.value})
 
 
 def parse_threshold(text) -> float:
@@ -237,6 +239,8 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
                        + (f"; {counters_text(work, 'unsure', None, None)}" if work.verdict else "")
                        + (f"; memory {memory}: {mem_text}" if memory != "same" else ""), counters=work.verdict)
 
+    if prior is ACROSS_MACHINES and HOST_METHODS & {base.get("method"), now.get("method")}:
+        prior = ON_HOST  # the host's clock times the host's load too
     base_ms, now_ms = noise.center(medians(base)), noise.center(medians(now))
     change = now_ms / base_ms - 1.0
     memory, memory_change, mem_text = _judge_memory(base, now, threshold)  # bytes: the threshold as given
