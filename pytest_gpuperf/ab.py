@@ -44,7 +44,7 @@ NAMED_FAILURES = 10
 _PYTEST_RAN = (0, 1)
 _PYTEST_USAGE_ERROR, _PYTEST_NO_TESTS = 4, 5
 #: Options `gpuperf ab` gives each round itself; among the pytest arguments they are refused.
-OWN_OPTIONS = ("--gpuperf-save", "--gpuperf-counters", "--gpuperf-counter-pass", "--gpuperf-json", "--gpuperf-markdown", "--gpuperf-ab-plan", "--gpuperf-no-compare",
+OWN_OPTIONS = ("--gpuperf-save", "--gpuperf-json", "--gpuperf-markdown", "--gpuperf-ab-plan", "--gpuperf-no-compare",
                "--gpuperf-baseline-dir")
 
 

@@ -159,10 +159,6 @@ class CounterVerdict:
     moved: tuple[str, ...]
     message: str
 
-    @property
-    def more(self) -> bool:
-        return self.verdict == MORE
-
 
 def _allowed(spec: CounterSpec, base: Counters, now: Counters, center: float) -> float:
     """The absolute change of one counter that the recordings' own spread and its floor allow."""

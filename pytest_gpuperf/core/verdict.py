@@ -110,7 +110,7 @@ class Verdict:
     #: False where only one side was sampled in an unbroken loop (`loaded`): then at most unsure,
     #: and not re-measured
     comparable: bool = True
-    #: the hardware counters' verdict (core.counters: more, less, same), None where a side has none
+    #: the hardware counters' verdict (core.counters: more, less, same, other), None where a side has none
     counters: str | None = None
 
     @property
