@@ -417,6 +417,20 @@ def test_sim_a_call_the_power_cap_holds_down_only_while_sampled_starts_its_sampl
     assert m.loaded and m.throttle == ["sw_power_cap"]
     assert m.sm_clock_mhz == 1400  # the readings of the dropped batches went with them
     assert len(m.batch_medians) >= 5 and m.median_ms == pytest.approx(0.25, rel=0.05)
+    assert m.phases["restart"] > 0 and m.phases["power cap"] > 0.99  # the dropped samples, the longer warm-up
+
+
+def test_sim_the_phases_of_a_measurement_add_up_to_its_wall_time(sim, monkeypatch) -> None:
+    """Each phase's time is its own (nested phases are not counted twice), so the closing summary's
+    breakdown adds up; a call at boost clock spends nothing on the power cap."""
+    from pytest_gpuperf.measure.device import ClockState
+
+    _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980)])
+    began = sim.clock.now_ms
+    m = _run(sim, sim.kernel(0.25, host_ms=0.01))
+    assert set(m.phases) == {"warm-up", "calibration", "settling", "samples"}
+    assert sum(m.phases.values()) == pytest.approx((sim.clock.now_ms - began) / 1e3, rel=1e-3)
+    assert m.phases["samples"] > 0 and m.phases["warm-up"] >= 0.05  # the config's warm-up
 
 
 def test_sim_the_untimed_calls_grow_to_cover_a_host_slower_than_the_first_guess(sim, monkeypatch) -> None:

@@ -33,6 +33,18 @@ class Method(enum.Enum):
     HOST_SYNC = "host-sync"  # host clock around a device synchronize (CUDA work, no CUDA tensors seen)
 
 
+class Phase(enum.Enum):
+    """Where a measurement's wall time goes (Result.phases), in the order a measurement runs them."""
+
+    FIRST_CALL = "first call"  # compiling, autotuning, loading
+    WARMUP = "warm-up"
+    POWER_CAP = "power cap"  # the longer warm-up of a call the cap holds down
+    CALIBRATION = "calibration"  # pending work, peak memory, frame, GPU time, flush, capture
+    SETTLING = "settling"  # the uncounted batch ahead of the samples
+    SAMPLES = "samples"  # batches of samples, the host's reading of them included
+    RESTART = "restart"  # samples dropped when the cap engaged while sampling
+
+
 def _json(position: int, **meta: Any) -> dict:
     """Field metadata: the key is written to pytest-benchmark's extra_info, at this position."""
     return {"json": position, **meta}
@@ -78,6 +90,7 @@ class Result:
     warnings: list[str] = field(default_factory=list, metadata=_json(25))
     wall_s: float = field(default=0.0, metadata=_json(26))
     measured_s: float = field(default=0.0, metadata=_json(27))
+    phases: dict[str, float] | None = field(default=None, metadata=_json(37))  # Phase value -> wall seconds
     data: list[float] = field(default_factory=list)  # the samples, ms per call
     # set once the gate has run
     remeasured: int = field(default=0, metadata=_json(24))

@@ -8,12 +8,12 @@ import statistics
 import time
 from typing import Any, Callable
 
-from ..core.records import SEVERE_THROTTLE, CacheMode, Method
+from ..core.records import SEVERE_THROTTLE, CacheMode, Method, Phase
 from . import calibration as calibration_mod
 from .calibration import Calibration, gc_paused, low, pad_ms
 from .device import ClockState, read_clocks
 from .host_pace import LAUNCH_BOUND_RATIO, HostPace, spin_each_ms, spin_gpu_ms
-from .measurement import CaptureFailure, Measurement, TimingConfig, should_stop, tensor_bytes
+from .measurement import CaptureFailure, Measurement, PhaseClock, TimingConfig, should_stop, tensor_bytes
 from .replay_state import NODES, SPIN_MS, ReplayProbe, empty_kernel, slowed_by
 
 #: Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs and a launch
@@ -129,6 +129,7 @@ class CudaTimer:
         self.hold = loaded  # the baseline's call was: warm longer and sample unbroken whatever the clock
         self.unbroken = False  # untimed calls fill the host's gaps between batches (_sample)
         self._batch_done: float | None = None  # host clock when the last batch's samples had run
+        self.phases = PhaseClock()
 
     # -- calibration -------------------------------------------------------------------------
     def _event(self):
@@ -145,7 +146,8 @@ class CudaTimer:
         pauses between batches can keep it from ever engaging."""
         host: list[float] = []
         started = time.perf_counter()
-        self._warm(self.config.warmup_s, host)
+        with self.phases(Phase.WARMUP):
+            self._warm(self.config.warmup_s, host)
         clocks = read_clocks(self.index)  # with the last calls still running
         self.torch.cuda.synchronize()
         self.long_call = (time.perf_counter() - started) / len(host) > 0.01
@@ -164,9 +166,10 @@ class CudaTimer:
         harness's pauses. It is `loaded` (where events or a graph time it) if the cap was seen, or
         holds it at the end of this warm-up: a call the cap no longer holds can leave that state."""
         self.unbroken = True
-        self._warm(POWER_CAP_WARMUP_S, [])
-        self.loaded = seen or read_clocks(self.index).power_limited  # with the last calls still running
-        self.torch.cuda.synchronize()
+        with self.phases(Phase.POWER_CAP):
+            self._warm(POWER_CAP_WARMUP_S, [])
+            self.loaded = seen or read_clocks(self.index).power_limited  # with the last calls still running
+            self.torch.cuda.synchronize()
 
     def _warm(self, seconds: float, host: list[float]) -> None:
         """Call fn for `seconds` (at least twice, at most MAX_WARMUP_CALLS calls in all), adding each
@@ -356,21 +359,25 @@ class CudaTimer:
             return raw if pace.keep(stamps) else None
 
         self._batch_done = None
-        next_batch()  # settling (module docstring)
+        with self.phases(Phase.SETTLING):
+            next_batch()  # settling (module docstring)
         started = time.perf_counter()
-        while not should_stop(samples, batch_medians, self.config, started):
-            raw = next_batch()
-            if raw is None:
-                continue
-            batch = [max((t - overhead - gap_ms) / divisor, 0.0) for t in raw]
-            samples.extend(batch)
-            batch_medians.append(statistics.median(batch))
-            if self._read_clocks().power_limited and not self.loaded:  # the cap engaged only now
-                self._hold_power_cap(seen=True)
-                self.clocks.clear()  # read before the cap held the clock
-                self._batch_done = None
-                next_batch()  # settling, as at the start
-                samples, batch_medians, started = [], [], time.perf_counter()
+        with self.phases(Phase.SAMPLES):
+            while not should_stop(samples, batch_medians, self.config, started):
+                raw = next_batch()
+                if raw is None:
+                    continue
+                batch = [max((t - overhead - gap_ms) / divisor, 0.0) for t in raw]
+                samples.extend(batch)
+                batch_medians.append(statistics.median(batch))
+                if self._read_clocks().power_limited and not self.loaded:  # the cap engaged only now
+                    self.phases.move(Phase.SAMPLES, Phase.RESTART, time.perf_counter() - started)
+                    self._hold_power_cap(seen=True)
+                    self.clocks.clear()  # read before the cap held the clock
+                    self._batch_done = None
+                    with self.phases(Phase.SETTLING):
+                        next_batch()  # settling, as at the start
+                    samples, batch_medians, started = [], [], time.perf_counter()
         self.warnings.extend(pace.warnings)
         return samples, batch_medians
 
@@ -477,10 +484,14 @@ class CudaTimer:
         legacy default stream: kernels replayed from that stream read ~0.33 µs per kernel above
         CUPTI's durations on an H200, from a stream of their own within 0.07 µs (docs/measurement.md)."""
         torch = self.torch
-        if torch.cuda.current_stream() != torch.cuda.default_stream():
-            return self._run()
-        with self.cal.on_stream(torch, self.index):  # the caller's next work sees what the samples wrote
-            return self._run()
+        with self.phases(Phase.CALIBRATION):  # what no other phase claims
+            if torch.cuda.current_stream() != torch.cuda.default_stream():
+                m = self._run()
+            else:
+                with self.cal.on_stream(torch, self.index):  # the caller's next work sees what the samples wrote
+                    m = self._run()
+        m.phases = self.phases.seconds
+        return m
 
     def _run(self) -> Measurement:
         # Before the warm-up: the first lookup in a process may measure the gap in a child process.

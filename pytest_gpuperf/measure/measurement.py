@@ -1,12 +1,13 @@
 """What a measurement is asked for (TimingConfig) and what it returns (Measurement), and the stop rule."""
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from ..core.records import CacheMode
+from ..core.records import CacheMode, Phase
 from .stats import ci_relative, summarize
 
 
@@ -40,6 +41,42 @@ class CaptureFailure:
         return f"{self.kind}: {self.message}" if self.message else self.kind
 
 
+class PhaseClock:
+    """Wall seconds of one measurement by Phase. Phases nest: time inside an inner phase is its own,
+    not its outer phase's, so the phases add up to the measurement's wall time."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._open: list[Phase] = []
+        self._since = time.perf_counter()
+
+    def _charge(self) -> None:
+        now = time.perf_counter()
+        if self._open:
+            self.add(self._open[-1], now - self._since)
+        self._since = now
+
+    def add(self, phase: Phase, seconds: float) -> None:
+        self.seconds[phase.value] = self.seconds.get(phase.value, 0.0) + seconds
+
+    def move(self, source: Phase, target: Phase, seconds: float) -> None:
+        """Re-book `seconds` already charged to `source` (samples later dropped, say) to `target`."""
+        self._charge()
+        seconds = min(seconds, self.seconds.get(source.value, 0.0))
+        self.add(source, -seconds)
+        self.add(target, seconds)
+
+    @contextlib.contextmanager
+    def __call__(self, phase: Phase) -> Iterator[None]:
+        self._charge()
+        self._open.append(phase)
+        try:
+            yield
+        finally:
+            self._charge()
+            self._open.pop()
+
+
 @dataclass
 class Measurement:
     """Samples of one callable plus how they were taken; `value` is the result of a warm call."""
@@ -60,6 +97,7 @@ class Measurement:
     slow_replay_us: float | None = None  # graph-timed: replays ran this much slower per node than fresh (replay_state.py)
     wall_s: float = 0.0  # total time spent in measure(), warm-up and calibration included
     first_call_s: float = 0.0  # the first call's wall time: compiling and autotuning happen there
+    phases: dict[str, float] = field(default_factory=dict)  # Phase value -> wall seconds (PhaseClock)
 
     def __post_init__(self) -> None:
         self.stats = summarize(self.samples_ms, self.batch_medians)

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from ..core.records import Method
+from ..core.records import Method, Phase
 from .calibration import Calibration
 from .cuda_timer import CudaTimer
 from .measurement import Measurement, TimingConfig, on_cuda, should_stop
@@ -48,6 +48,7 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
         m = _measure_cpu(fn, config, value, sync=torch.cuda.synchronize if cuda_in_use else None)
     m.wall_s = time.perf_counter() - start
     m.first_call_s = first_call_s
+    m.phases[Phase.FIRST_CALL.value] = first_call_s
     return m
 
 
@@ -59,7 +60,8 @@ def _measure_cpu(fn: Callable[[], Any], config: TimingConfig, value: Any,
     while calls < 3 or time.perf_counter() < deadline:
         fn()
         calls += 1
-    per_call = (time.perf_counter() - t0) / calls
+    warm_s = time.perf_counter() - t0
+    per_call = warm_s / calls
     inner = max(1, math.ceil(CPU_SAMPLE_S / max(per_call, 1e-9)))
     per_batch = max(1, math.ceil(config.batch_s / (per_call * inner)))
     samples: list[float] = []
@@ -77,7 +79,8 @@ def _measure_cpu(fn: Callable[[], Any], config: TimingConfig, value: Any,
         samples.extend(batch)
         batch_medians.append(statistics.median(batch))
     method = Method.CPU if sync is None else Method.HOST_SYNC
-    return Measurement(samples, method.value, inner, "n/a", batch_medians, value=value)
+    phases = {Phase.WARMUP.value: warm_s, Phase.SAMPLES.value: time.perf_counter() - started}
+    return Measurement(samples, method.value, inner, "n/a", batch_medians, value=value, phases=phases)
 
 
 def cuda_sync_timer() -> float:

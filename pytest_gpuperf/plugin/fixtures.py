@@ -81,6 +81,7 @@ class GpuBenchmark:
         stored = perf.baseline.entries.get(self._item.nodeid) if perf.baseline is not None else None
         base = stored if settings.compare else None
         totals = {"wall_s": 0.0, "measured_s": 0.0, "first_call_s": 0.0}  # all attempts: the test's cost
+        phases: dict[str, float] = {}
 
         # The stored method is used again when comparing, and when recording even without a comparison:
         # a recording timed another way would start the entry's history anew.
@@ -97,6 +98,8 @@ class GpuBenchmark:
                                   calibration=perf.calibration)
             for key in totals:
                 totals[key] += getattr(measurement, key)
+            for phase, seconds in measurement.phases.items():
+                phases[phase] = phases.get(phase, 0.0) + seconds
             record = self._record(measurement, inputs, nbytes, flops)
             first_medians.append(record["median_ms"])
             return record, measurement
@@ -107,6 +110,7 @@ class GpuBenchmark:
         result.remeasured = attempt
         result.wall_s, result.measured_s, result.first_call_s = totals["wall_s"], totals["measured_s"], \
             totals["first_call_s"]
+        result.phases = {phase: round(seconds, 4) for phase, seconds in phases.items()}
         result.threshold = threshold
         result.baseline = base
         if settings.save:  # the recording is the first run, not the fastest of a suspect's re-measurements

@@ -7,7 +7,7 @@ import re
 import statistics
 from typing import Any, Iterable
 
-from ..core.records import nodeid_name, nodeid_param, record_group
+from ..core.records import Phase, nodeid_name, nodeid_param, record_group
 from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate, plural
 from ..core.peak_names import peak_label
 
@@ -188,9 +188,9 @@ def ceiling_line(results: list[dict]) -> str | None:
 
 def time_line(results: list[dict], session_s: float, span: str = "since start") -> str:
     """Where the session's time went, so a slow suite says what to cut: first calls (compiling,
-    autotuning), samples, the harness's own warm-up and calibration, and everything outside
-    gpu_benchmark (inputs, references, correctness checks, profiling, collection). `span` names the
-    time `session_s` covers."""
+    autotuning), samples, the harness's own warm-up and calibration (by Phase, where results carry
+    them), and everything outside gpu_benchmark (inputs, references, correctness checks, profiling,
+    collection). `span` names the time `session_s` covers."""
     def total(key: str) -> float:
         return sum(as_number(r.get(key)) or 0.0 for r in results)
 
@@ -199,8 +199,23 @@ def time_line(results: list[dict], session_s: float, span: str = "since start") 
     repeated = f"; {plural(again, 'repeated run')} (suspects re-measured, or recordings)" if again else ""
     return (f"gpuperf: {session_s:.1f} s {span}: {plural(len(results), 'measurement')} {wall:.1f} s (first calls, i.e. "
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
-            f"{max(wall - first - sampled, 0.0):.1f} s" + repeated
+            f"{max(wall - first - sampled, 0.0):.1f} s" + _phase_parts(results, sampled) + repeated
             + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
+
+
+def _phase_parts(results: list[dict], sampled: float) -> str:
+    """': power cap 67.0 s, ...' — the harness's time before and between samples by Phase, largest
+    first (the sampling phase less the samples' own device time is the host's reading of them)."""
+    seconds: dict[str, float] = collections.defaultdict(float)
+    for r in results:
+        for phase, value in (r.get("phases") or {}).items():
+            seconds[phase] += as_number(value) or 0.0
+    if not seconds:
+        return ""
+    seconds.pop(Phase.FIRST_CALL.value, None)
+    seconds[f"{Phase.SAMPLES.value} less their device time"] = seconds.pop(Phase.SAMPLES.value, 0.0) - sampled
+    parts = sorted(((v, k) for k, v in seconds.items() if v >= 0.05), reverse=True)
+    return ": " + ", ".join(f"{k} {v:.1f} s" for v, k in parts) if parts else ""
 
 
 def replay_line(results: list[dict]) -> str | None:
