@@ -55,10 +55,17 @@ FRAME_SPIN_MS = 0.005
 FRAME_GRAPH_SPINS = 20
 #: Rounding of event times: a frame cost this close to a bound of its range is at that bound.
 FRAME_COST_SLACK_MS = 1e-6
-#: Warm-up added once the power cap holds a call's clock down: on an H100 a full queue of bf16
-#: matmuls ran at boost clock until the cap brought the clock down 0.13-1.2 s in, and 1 s runs read
-#: 5% apart by whether they sampled before it (docs/measurement.md, "Power cap").
+#: Warm-up added once the power cap holds a call's clock down, at most: on an H100 a full queue of
+#: bf16 matmuls ran at boost clock until the cap brought the clock down 0.13-1.2 s in, and 1 s runs
+#: read 5% apart by whether they sampled before it (docs/measurement.md, "Power cap").
 POWER_CAP_WARMUP_S = 1.0
+#: ... It ends sooner once the cap has settled: after at least POWER_CAP_MIN_S, the last
+#: POWER_CAP_READS clock readings, one every POWER_CAP_STEP_S, all held down by the cap and within
+#: POWER_CAP_SETTLED_MHZ of each other (two of the SM clock's 15 MHz steps).
+POWER_CAP_MIN_S = 0.25
+POWER_CAP_STEP_S = 0.05
+POWER_CAP_READS = 4
+POWER_CAP_SETTLED_MHZ = 30
 #: Device time queued after each batch of a call sampled unbroken while the host reads it: at least
 #: FILL_FIRST_MS, and FILL_FACTOR times the longest of the last FILL_GAPS host gaps between batches
 #: (1.7 ms on an H100 host). Idle between batches raised an H100's capped clock from ~1400 to
@@ -88,6 +95,14 @@ def graph_timed(gpu_ms: float, host_ms: float, flush_ms: float, flushed: bool, p
     BACK_TO_BACK_GRAPH_BELOW_MS and the device has `room` for a graph of its calls."""
     back_to_back = prefer is None and not flushed and room and gpu_ms < BACK_TO_BACK_GRAPH_BELOW_MS
     return back_to_back or launch_bound(gpu_ms, host_ms, flush_ms, prefer)
+
+
+def cap_settled(readings: list[ClockState]) -> bool:
+    """Has the power cap settled a call's clock? The last POWER_CAP_READS readings are all held down
+    by the cap and within POWER_CAP_SETTLED_MHZ of each other."""
+    last = readings[-POWER_CAP_READS:]
+    clocks = [r.sm_clock_mhz for r in last if r.power_limited and r.sm_clock_mhz]
+    return len(clocks) == POWER_CAP_READS and max(clocks) - min(clocks) <= POWER_CAP_SETTLED_MHZ
 
 
 def graph_calls(gpu_ms: float) -> int:
@@ -160,15 +175,25 @@ class CudaTimer:
         return warm[len(warm) // 4] * 1e3
 
     def _hold_power_cap(self, seen: bool) -> None:
-        """The power cap holds this call's clock down (`seen`), or held its baseline's: warm it
-        POWER_CAP_WARMUP_S longer, so the cap settles, and take its samples in an unbroken loop: the
-        clock it then holds is the one a program calling it in a loop gets, not one raised by the
-        harness's pauses. It is `loaded` (where events or a graph time it) if the cap was seen, or
-        holds it at the end of this warm-up: a call the cap no longer holds can leave that state."""
+        """The power cap holds this call's clock down (`seen`), or held its baseline's: warm it longer,
+        until the cap has settled its clock (`cap_settled`) or for POWER_CAP_WARMUP_S, and take its
+        samples in an unbroken loop: the clock it then holds is the one a program calling it in a loop
+        gets, not one raised by the harness's pauses. It is `loaded` (where events or a graph time it)
+        if the cap was seen, or holds it at the end of this warm-up: a call the cap no longer holds can
+        leave that state."""
         self.unbroken = True
         with self.phases(Phase.POWER_CAP):
-            self._warm(POWER_CAP_WARMUP_S, [])
-            self.loaded = seen or read_clocks(self.index).power_limited  # with the last calls still running
+            started = time.perf_counter()
+            host: list[float] = []
+            readings: list[ClockState] = []
+            while True:
+                self._warm(POWER_CAP_STEP_S, host)  # one list: the warm-up's waits stay 64 calls apart
+                readings.append(read_clocks(self.index))  # with the last calls still running
+                elapsed = time.perf_counter() - started
+                if (elapsed >= POWER_CAP_WARMUP_S or len(host) >= MAX_WARMUP_CALLS
+                        or (elapsed >= POWER_CAP_MIN_S and cap_settled(readings))):
+                    break
+            self.loaded = seen or readings[-1].power_limited
             self.torch.cuda.synchronize()
 
     def _warm(self, seconds: float, host: list[float]) -> None:
