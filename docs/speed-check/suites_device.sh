@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Device script (a two-GPU host), run from the repository root: the whole suite against the committed
+# baseline. DIRS="a b": GPU k runs `pytest perf_tests --gpuperf` in the k-th folder (each a snapshot of
+# a revision), both at once. XDIST=2 instead: one process in the first folder over both GPUs (-n 2).
+set -uo pipefail
+S=$(date +%s)
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=index,name,driver_version,temperature.gpu --format=csv,noheader
+run() {  # folder, name, extra args...
+  local dir=$1 name=$2; shift 2
+  ( cd "$dir" && python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+    local t0=$(date +%s)
+    timeout "${SUITE_S:-520}" python -m pytest perf_tests --gpuperf -q -p no:randomly -p no:cacheprovider \
+      --gpuperf-json="$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
+    echo "$name: exit $?, $(( $(date +%s) - t0 )) s wall" >> "$OUT/walls.txt" )
+}
+read -r -a dirs <<< "${DIRS:-.}"
+if [ -n "${XDIST:-}" ]; then
+  run "${dirs[0]}" xdist -n "$XDIST"
+else
+  for k in "${!dirs[@]}"; do CUDA_VISIBLE_DEVICES=$k run "${dirs[$k]}" "gpu$k-$(basename "${dirs[$k]}")" & done
+  wait
+fi
+cat "$OUT/walls.txt"
+for f in "$OUT"/*.json; do
+  echo "== $f"; grep -E "gpuperf: [0-9.]+ s since start|^[0-9]+ tests: |passed|failed" "${f%.json}.log" | tail -4
+  python "${dirs[0]}/docs/speed-check/summary.py" "$f"
+done
+echo "total $(( $(date +%s) - S )) s"
