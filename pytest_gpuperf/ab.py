@@ -4,7 +4,8 @@ alternating pytest processes, each test judged from its rounds (the recommended 
 BASE is checked out with `git worktree` into a temporary folder. Round 1 runs every selected test
 on each side (base first); later rounds run, in the other order (base, head, head, base, ...), only
 the tests still `unsure` and the `slower` or `faster` ones that each side has not yet measured
-CONFIRMING_ROUNDS times, so that clocks, power and placement fall on both sides alike. Each side's
+CONFIRMING_ROUNDS times, so that clocks, power and placement fall on both sides alike (on several
+GPUs, ab_gpus.py runs this on each GPU for its part of the tests). Each side's
 medians, one per process, are compared by the same noise model as a baseline's recordings
 (`core.noise`), with the prior for two sides measured on one machine. Both sides are measured by
 the plugin installed in this environment: only the code under test differs.
@@ -15,9 +16,7 @@ import collections
 import contextlib
 import datetime as _dt
 import os
-import re
 import shutil
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -26,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .core.child import pytest_command
+from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import counters_of, merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Method
@@ -40,12 +39,12 @@ from .store.results import load_recording
 DEFAULT_ROUNDS = 3
 #: Failed tests the report names; more are counted.
 NAMED_FAILURES = 10
-#: pytest exit codes that still leave results to judge: all passed, some tests failed.
-_PYTEST_RAN = (0, 1)
-_PYTEST_USAGE_ERROR, _PYTEST_NO_TESTS = 4, 5
 #: Options `gpuperf ab` gives each round itself; among the pytest arguments they are refused.
 OWN_OPTIONS = ("--gpuperf-save", "--gpuperf-json", "--gpuperf-markdown", "--gpuperf-ab-plan", "--gpuperf-no-compare",
                "--gpuperf-baseline-dir")
+
+
+_failed_count, _failed_tests = failed_count, failed_tests  # their names before ab_process.py
 
 
 class AbError(Exception):
@@ -74,6 +73,26 @@ class Side:
     seconds: float = 0.0
     device: dict | None = None
     software: dict = field(default_factory=dict)
+    gpu: str | None = None  # the GPU its processes ran on (CUDA_VISIBLE_DEVICES), where several are used
+    #: Merged from one side's runs on several GPUs (`merged`): the parts, each with its own processes.
+    parts: tuple[Side, ...] = ()
+
+    @classmethod
+    def merged(cls, parts: Sequence[Side]) -> Side:
+        """One side of the parts of a run on several GPUs, whose tests are disjoint: its round k holds
+        every part's round k. Offsets and judgements stay with each part (its own processes)."""
+        first = parts[0]
+        rounds = [{i: r for p in parts if k < len(p.rounds) for i, r in p.rounds[k].items()}
+                  for k in range(max(len(p.rounds) for p in parts))]
+        return cls(first.label, first.revision, first.root, rounds, failed=sum(p.failed for p in parts),
+                   failed_tests=set().union(*(p.failed_tests for p in parts)), seconds=sum(p.seconds for p in parts),
+                   device=next((p.device for p in parts if p.device), None),
+                   software=next((p.software for p in parts if p.software), {}), parts=tuple(parts))
+
+    @property
+    def processes(self) -> int:
+        """The pytest processes whose rounds the side holds."""
+        return sum(p.processes for p in self.parts) if self.parts else len(self.rounds)
 
     def offsets(self) -> list[float]:
         """ms per call each round's graph-timed tests read above the side's typical round
@@ -143,24 +162,6 @@ def base_checkout(repo: Path, revision: str) -> Iterator[tuple[Path, str]]:
             git(["worktree", "prune"], repo)
 
 
-Runner = Callable[[list[str], Path, Path], int]
-
-
-def run_pytest(args: list[str], cwd: Path, log: Path) -> int:
-    """One pytest process in a process group of its own, its output in `log`; returns its exit status.
-    Interrupted, the whole group is stopped, so no pytest keeps the GPU after `gpuperf ab` ends."""
-    with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen(pytest_command(args), cwd=cwd, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            return proc.wait()
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
-            raise
-
-
 def pytest_args_for(args: Sequence[str], repo: Path, cwd: Path) -> list[str]:
     """The pytest arguments both sides can take: a path inside the repository is made relative to
     `cwd`, so the base side reads its own checkout's file. Options `gpuperf ab` sets are refused."""
@@ -209,45 +210,24 @@ class AbRun:
         status = self.runner(args, cwd, log)
         seconds = time.perf_counter() - started
         side.seconds += seconds
-        if side.label == "base" and _only_in_head(status, log):
-            side.rounds.append({})  # the tests asked for are new: the base has none of them
-            self.say(f"gpuperf ab: round {index + 1}, base ({side.revision}): none of these tests exist there")
+        # the tests asked for are new (the base has none of them), or a GPU's part holds none of this side's
+        if (side.label == "base" and only_in_head(status, log)) or (
+                plan.select is not None and status == PYTEST_NO_TESTS):
+            side.rounds.append({})
+            self.say(f"gpuperf ab: round {index + 1}, {side.label} ({side.revision}): none of these tests exist there")
             return
-        if status not in _PYTEST_RAN or not json_path.exists():
+        if status not in PYTEST_RAN or not json_path.exists():
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
-            what = "collected no tests" if status == _PYTEST_NO_TESTS else f"exited with status {status}"
+            what = "collected no tests" if status == PYTEST_NO_TESTS else f"exited with status {status}"
             raise AbError(f"{side.label} ({side.revision}): pytest {what}: {' | '.join(tail) or 'no output'}")
         side.device, side.software, records = load_recording(json_path)
         side.rounds.append({r["nodeid"]: r for r in records if r.get("median_ms")})
-        failed = _failed_count(log) if status == 1 else 0
+        failed = failed_count(log) if status == 1 else 0
         side.failed = max(side.failed, failed)
         if failed:
-            side.failed_tests.update(_failed_tests(log))
+            side.failed_tests.update(failed_tests(log))
         self.say(f"gpuperf ab: round {index + 1}, {side.label} ({side.revision}): {plural(len(records), 'result')} "
                  f"in {seconds:.0f} s" + (f", {failed} failed" if failed else ""))
-
-
-def _failed_count(log: Path) -> int:
-    """How many tests pytest's last summary line says failed or errored (1 when it does not say)."""
-    lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    counts = [int(n) for n, _ in re.findall(r"(\d+) (failed|errors?)\b", lines[-1])] if lines else []
-    return sum(counts) or 1
-
-
-def _failed_tests(log: Path) -> list[str]:
-    """The test ids of the lines of pytest's short test summary (`FAILED id - reason`, `ERROR id`);
-    lines before its header (a test's captured output) do not count."""
-    text = log.read_text(encoding="utf-8", errors="replace")
-    _, header, summary = text.rpartition("short test summary info")
-    return re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", summary, flags=re.MULTILINE) if header else []
-
-
-def _only_in_head(status: int, log: Path) -> bool:
-    """Did the base's pytest stop because the tests asked for do not exist in that revision?"""
-    if status == _PYTEST_NO_TESTS:
-        return True
-    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-    return status == _PYTEST_USAGE_ERROR and "file or directory not found" in text
 
 
 def failures_text(side: Side) -> str:
@@ -394,8 +374,28 @@ def counts_text(verdicts: dict[str, Verdict]) -> str:
     return ", ".join(f"{counts[t]} {t}" for t in ("slower", "unsure", "faster", "same", "new", "missing") if counts[t])
 
 
-def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side, Side]:
-    """Measure `revision` and the working tree in alternating rounds; returns the verdicts and both sides."""
+@dataclass(frozen=True)
+class Checkout:
+    """Where the two sides run: the repository, the directory `gpuperf ab` ran in (relative to the
+    repository), BASE's worktree, and a scratch folder for the rounds' files."""
+
+    repo: Path
+    relative: Path
+    revision: str
+    commit: str
+    base_root: Path
+    work: Path
+    baseline_dir: Path | None  # the stored baselines, as BASE holds them (`stored_spreads`)
+
+    def sides(self, gpu: str | None = None) -> tuple[Side, Side]:
+        return (Side("base", f"{self.revision} {self.commit[:10]}", self.base_root, gpu=gpu),
+                Side("head", "working tree", self.repo, gpu=gpu))
+
+
+@contextlib.contextmanager
+def checkout(run: AbRun, cwd: Path, revision: str) -> Iterator[Checkout]:
+    """BASE checked out beside the working tree for the time of the run (`base_checkout`); the
+    pytest arguments made fit for both sides (`pytest_args_for`)."""
     repo = Path(git(["rev-parse", "--show-toplevel"], cwd)).resolve()
     relative = Path(cwd).resolve().relative_to(repo)
     run.pytest_args = pytest_args_for(run.pytest_args, repo, Path(cwd).resolve())
@@ -404,33 +404,48 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
         if not (base_root / relative).is_dir():
             raise AbError(f"{relative} does not exist at {revision} ({commit[:10]}): run gpuperf ab from a "
                           f"directory both revisions have")
-        base = Side("base", f"{revision} {commit[:10]}", base_root)
-        head = Side("head", "working tree", repo)
-        verdicts: dict[str, Verdict] = {}
-        stored: dict[str, dict] | None = None
-        plan = Plan()
-        for index in range(max(run.rounds, 1)):
-            for side in ((base, head) if index % 2 == 0 else (head, base)):
-                try:
-                    run.measure(side, side.root / relative, Path(tmp), index, plan)
-                except AbError as exc:
-                    if not verdicts:
-                        raise
-                    raise AbIncomplete(f"{exc} (round {index + 1}; the report holds the rounds before it)",
-                                       verdicts, _rounds_before(base, index), _rounds_before(head, index)) from None
-                if not plan.methods:  # every later process times each test as the base's first did
-                    plan.methods = first_methods(base)
-            if stored is None:
-                stored = stored_spreads(_in_base(run.baseline_dir, cwd, repo, base_root), head.device or base.device,
-                                        run.say)
-            verdicts = judge_sides(base, head, stored)
-            plan.select = undecided(verdicts, base, head)
-            run.say(f"gpuperf ab: after round {index + 1}: {counts_text(verdicts)}")
-            if not plan.select:
-                break
-            if index + 1 < run.rounds:
-                run.say(f"gpuperf ab: measuring {plural(len(plan.select), 'undecided test')} again")
+        yield Checkout(repo, relative, revision, commit, base_root, Path(tmp),
+                       _in_base(run.baseline_dir, cwd, repo, base_root))
+
+
+def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side, Side]:
+    """Measure `revision` and the working tree in alternating rounds; returns the verdicts and both sides."""
+    with checkout(run, cwd, revision) as co:
+        base, head = co.sides()
+        verdicts = alternate(run, co, base, head)
     return verdicts, base, head
+
+
+def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str] | None = None,
+              spreads: Callable[[dict | None], dict[str, dict]] | None = None) -> dict[str, Verdict]:
+    """The rounds of one GPU: base and head in alternating processes, every round after the first
+    only the undecided tests; returns the verdicts. `select`: the tests to run (None: all that the
+    pytest arguments select). `spreads`: the stored entries for a device (default `stored_spreads`)."""
+    spreads = spreads or (lambda device: stored_spreads(co.baseline_dir, device, run.say))
+    verdicts: dict[str, Verdict] = {}
+    stored: dict[str, dict] | None = None
+    plan = Plan(select=select)
+    for index in range(max(run.rounds, 1)):
+        for side in ((base, head) if index % 2 == 0 else (head, base)):
+            try:
+                run.measure(side, side.root / co.relative, co.work, index, plan)
+            except AbError as exc:
+                if not verdicts:
+                    raise
+                raise AbIncomplete(f"{exc} (round {index + 1}; the report holds the rounds before it)",
+                                   verdicts, _rounds_before(base, index), _rounds_before(head, index)) from None
+            if not plan.methods:  # every later process times each test as the base's first did
+                plan.methods = first_methods(base)
+        if stored is None:
+            stored = spreads(head.device or base.device)
+        verdicts = judge_sides(base, head, stored)
+        plan.select = undecided(verdicts, base, head)
+        run.say(f"gpuperf ab: after round {index + 1}: {counts_text(verdicts)}")
+        if not plan.select:
+            break
+        if index + 1 < run.rounds:
+            run.say(f"gpuperf ab: measuring {plural(len(plan.select), 'undecided test')} again")
+    return verdicts
 
 
 def _rounds_before(side: Side, index: int) -> Side:
@@ -452,17 +467,18 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
     old, new = base.combined(), head.combined()
     say(f"gpuperf ab: {base.revision} -> {head.revision}")
     say("\n".join(compare_lines(verdicts, old, new, width=width)))
-    processes = len(base.rounds) + len(head.rounds)
+    processes = base.processes + head.processes
     say(f"gpuperf ab: {processes} pytest processes, {base.seconds + head.seconds:.0f} s (base {base.seconds:.0f} s, "
         f"head {head.seconds:.0f} s); rounds per side: {len(base.rounds)}")
-    for side in (base, head):
-        moved = [f"round {n} {o * 1e3:+.3f} µs" for n, o in enumerate(side.offsets(), 1) if o]
+    for part in (p for side in (base, head) for p in (side.parts or (side,))):
+        moved = [f"round {n} {o * 1e3:+.3f} µs" for n, o in enumerate(part.offsets(), 1) if o]
         if moved:
-            say(f"gpuperf ab: the {side.label}'s graph-timed calls all read apart from its other rounds per call "
+            on = f" on GPU {part.gpu}" if part.gpu is not None else ""
+            say(f"gpuperf ab: the {part.label}'s graph-timed calls{on} all read apart from its other rounds per call "
                 f"({', '.join(moved)}); where taking that off calms a verdict, the calmer one stands")
     for side in (base, head):  # where the time went: measurements, and each process's own start-up and the rest
         records = [r for measured in side.rounds for r in measured.values()]
-        processes = plural(len(side.rounds), "process", "processes")
+        processes = plural(side.processes, "process", "processes")
         say(time_line(records, side.seconds, f"in the {side.label}'s {processes}"))
     results = []
     for nodeid, record in new.items():

@@ -1,0 +1,79 @@
+"""The pytest processes of `gpuperf ab`: starting one in a process group of its own, stopping the
+ones still running, and reading what its log says (exit statuses, failed tests)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from .core.child import pytest_command
+
+#: pytest exit codes that still leave results to judge: all passed, some tests failed.
+PYTEST_RAN = (0, 1)
+PYTEST_USAGE_ERROR, PYTEST_NO_TESTS = 4, 5
+#: (pytest arguments, directory, log file[, env=variables to set]) -> pytest's exit status.
+Runner = Callable[..., int]
+#: The process groups of the pytest processes running now (`stop_children`).
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def run_pytest(args: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> int:
+    """One pytest process in a process group of its own, its output in `log`; returns its exit status.
+    `env`: variables set for it (CUDA_VISIBLE_DEVICES, on several GPUs). Interrupted, the whole group
+    is stopped, so no pytest keeps the GPU after `gpuperf ab` ends."""
+    with open(log, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(pytest_command(args), cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env={**os.environ, **env} if env else None)
+        with _LIVE_LOCK:
+            _LIVE.add(proc.pid)
+        try:
+            return proc.wait()
+        except BaseException:
+            _stop_group(proc.pid)
+            proc.wait()
+            raise
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc.pid)
+
+
+def _stop_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+
+
+def stop_children() -> None:
+    """Stop every pytest process group `run_pytest` is waiting on (an interrupt that reached another
+    thread than the ones waiting)."""
+    with _LIVE_LOCK:
+        for pid in _LIVE:
+            _stop_group(pid)
+
+
+def failed_count(log: Path) -> int:
+    """How many tests pytest's last summary line says failed or errored (1 when it does not say)."""
+    lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    counts = [int(n) for n, _ in re.findall(r"(\d+) (failed|errors?)\b", lines[-1])] if lines else []
+    return sum(counts) or 1
+
+
+def failed_tests(log: Path) -> list[str]:
+    """The test ids of the lines of pytest's short test summary (`FAILED id - reason`, `ERROR id`);
+    lines before its header (a test's captured output) do not count."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    _, header, summary = text.rpartition("short test summary info")
+    return re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", summary, flags=re.MULTILINE) if header else []
+
+
+def only_in_head(status: int, log: Path) -> bool:
+    """Did the base's pytest stop because the tests asked for do not exist in that revision?"""
+    if status == PYTEST_NO_TESTS:
+        return True
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    return status == PYTEST_USAGE_ERROR and "file or directory not found" in text
