@@ -162,12 +162,24 @@ def base_checkout(repo: Path, revision: str) -> Iterator[tuple[Path, str]]:
             git(["worktree", "prune"], repo)
 
 
+#: Options naming a folder both sides share: made absolute, or the base's would be in its temporary checkout.
+SHARED_FOLDERS = ("--gpuperf-compile-cache",)
+
+
 def pytest_args_for(args: Sequence[str], repo: Path, cwd: Path) -> list[str]:
     """The pytest arguments both sides can take: a path inside the repository is made relative to
-    `cwd`, so the base side reads its own checkout's file. Options `gpuperf ab` sets are refused."""
+    `cwd`, so the base side reads its own checkout's file; a SHARED_FOLDERS folder is made absolute.
+    Options `gpuperf ab` sets are refused."""
     out = []
+    folder_next = False
     for arg in args:
-        option = arg.split("=", 1)[0]
+        option, equals, value = arg.partition("=")
+        if folder_next or (option in SHARED_FOLDERS and equals):
+            out.append(os.path.abspath(os.path.join(cwd, arg)) if folder_next else
+                       f"{option}={os.path.abspath(os.path.join(cwd, value))}")
+            folder_next = False
+            continue
+        folder_next = option in SHARED_FOLDERS
         if option in ("--gpuperf-counters", "--gpuperf-counter-pass"):
             raise AbError(f"{option}: give gpuperf ab --counters instead (it counts in each side's first round)")
         if option in OWN_OPTIONS:

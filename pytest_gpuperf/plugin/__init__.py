@@ -13,13 +13,16 @@ import pytest
 from ..core.units import plural
 from ..core.versions import TIMING_VERSION, recorded_version, version_note
 from ..measure.device import has_cuda
+from . import compile_cache
+from .compile_cache import COMPILE_CACHE
 from .fixtures import GpuBenchmark, gpu_assert_close, gpu_benchmark, gpu_profile
 from .options import Settings, add_options
 from .session import ITEM_RECORD, RECORD, STATE, GpuPerf
 from .workers import dispatch_one_at_a_time, refuse_gpu_sharing
 
 __all__ = ["GpuBenchmark", "GpuPerf", "Settings", "gpu_assert_close", "gpu_benchmark", "gpu_profile",
-           "pytest_addhooks", "pytest_addoption", "pytest_configure", "pytest_runtest_call",
+           "pytest_addhooks", "pytest_addoption", "pytest_configure", "pytest_load_initial_conftests",
+           "pytest_report_header", "pytest_runtest_call",
            "pytest_runtest_makereport"]
 
 #: pytest-benchmark's --benchmark-timer value under --gpuperf on CUDA: a clock that synchronizes first.
@@ -28,6 +31,20 @@ SYNC_TIMER = "pytest_gpuperf.measure.timer.cuda_sync_timer"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """--gpuperf-compile-cache points the compile caches before conftests are imported or configured,
+    where a suite may compile (compile_cache.py); --help and --version compile nothing."""
+    ns = early_config.known_args_namespace
+    if not (ns.help or ns.version):
+        compile_cache.apply(early_config)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    cache = config.stash.get(COMPILE_CACHE, None)
+    return [cache.describe()] if cache is not None else []
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

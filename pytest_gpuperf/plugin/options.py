@@ -47,6 +47,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpuperf-shard", metavar="K/N",
                     help="run shard K of N (K from 1): the tests left after -k/-m split into N disjoint parts, "
                          "balanced by the times recorded in this device's baseline (by count without one)")
+    group.addoption("--gpuperf-compile-cache", metavar="DIR",
+                    help="keep Triton's, Inductor's and torch extensions' compile caches (and the graph node gap) in "
+                         "subfolders of DIR, e.g. for CI to cache; variables already set are kept "
+                         "(default: ini gpuperf_compile_cache; neither: each library's own default)")
     group.addoption("--gpuperf-counter-pass", metavar="FILE",
                     help="(set by --gpuperf-counters for its counting process) count each call once, under ncu")
     group.addoption("--gpuperf-ab-plan", metavar="FILE",
@@ -56,6 +60,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("gpuperf_cache", "cold or warm L2 between samples", default="cold")
     parser.addini("gpuperf_precision", "target precision of the median (95% CI half-width)", default="0.5%")
     parser.addini("gpuperf_budget", "sampling time budget per measurement, seconds", default="1.0")
+    parser.addini("gpuperf_compile_cache", "folder of the compile caches (relative to the rootdir)", default="")
     parser.addini("gpuperf_retries",
                   "re-measurements of a suspect result before it fails (a recording takes 1 + this many runs)",
                   default="2")

@@ -373,7 +373,7 @@ class GpuPerf:
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         if self.is_worker or not self.settings.enabled:
             return
-        from ..report.rows import counters_line, replay_line, time_line
+        from ..report.rows import counters_line, first_calls_lines, replay_line, time_line
         from ..report.table import terminal_lines
 
         tr = terminalreporter
@@ -389,6 +389,8 @@ class GpuPerf:
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
         if results:
             tr.write_line(time_line(results, time.perf_counter() - self._t0))
+            for line in first_calls_lines(results):
+                tr.write_line(line)
             work = counters_line(results) if self.settings.compare else None
             if work:
                 tr.write_line(work)

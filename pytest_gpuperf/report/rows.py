@@ -15,7 +15,7 @@ __all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "ceiling_line", "detects_te
            "fmt_mem",
            "fmt_pct", "fmt_rate", "grouped", "kept_columns", "middle_truncate", "natural_key", "nodeid_name",
            "nodeid_param", "param_width", "peaks_text", "record_group", "row_key", "series_and_case", "summary_counts", "counters_line",
-           "undecided_by_time", "undecided_same",
+           "first_calls_lines", "undecided_by_time", "undecided_same",
            "time_line", "verdict_parts", "verdict_text"]
 
 
@@ -201,6 +201,24 @@ def time_line(results: list[dict], session_s: float, span: str = "since start") 
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
             f"{max(wall - first - sampled, 0.0):.1f} s" + _phase_parts(results, sampled) + repeated
             + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
+
+
+#: The closing summary names this many of the slowest first calls...
+FIRST_CALLS_SHOWN = 5
+#: ...among those at least this long: loading a cached kernel takes milliseconds, compiling one seconds.
+FIRST_CALL_NOTABLE_S = 0.5
+
+
+def first_calls_lines(results: list[dict]) -> list[str]:
+    """The first calls (compiling, autotuning, loading) of FIRST_CALL_NOTABLE_S or more, counted, and the
+    slowest of them, longest first: what a cold compile cache costs, and where; [] when none took that."""
+    seconds = ((as_number(r.get("first_call_s")) or 0.0, str(r.get("nodeid") or r.get("name"))) for r in results)
+    slow = sorted(((s, nodeid) for s, nodeid in seconds if s >= FIRST_CALL_NOTABLE_S), key=lambda x: (-x[0], x[1]))
+    if not slow:
+        return []
+    head = (f"gpuperf: {plural(len(slow), 'first call')} took {FIRST_CALL_NOTABLE_S:g} s or more (compiling, "
+            f"autotuning), {sum(s for s, _ in slow):.1f} s in all; the slowest (each test's is first_call_s in the JSON):")
+    return [head] + [f"  {s:6.1f} s  {nodeid}" for s, nodeid in slow[:FIRST_CALLS_SHOWN]]
 
 
 def _phase_parts(results: list[dict], sampled: float) -> str:
