@@ -1,5 +1,5 @@
 """What the Triton kernels of this suite need to run the same way on a GPU and under Triton's CPU
-interpreter (TRITON_INTERPRET=1), in one place for kernels/matmul.py and the flash-attention kernels.
+interpreter (TRITON_INTERPRET=1), in one place for kernels/matmul_triton.py and the flash-attention kernels.
 
 - ``INTERPRET``: whether this process runs Triton under its interpreter (TRITON_INTERPRET=1 when
   this module is first imported; perf_tests/conftest.py sets it before any kernel module is).

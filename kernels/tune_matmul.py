@@ -4,7 +4,7 @@
                                   [--rounds 3] [--write] [--out sweep.json]
 
 On a GPU: for each shape and precision, every config that competes for the launch
-(matmul.candidates) is timed with a forced `config=`, the configs taking turns for `--rounds`
+(matmul_triton.candidates) is timed with a forced `config=`, the configs taking turns for `--rounds`
 rounds so that clock and power drift fall on all of them alike; the pick is the config with the
 lowest median of its rounds' medians. `--write` stores the picks under this GPU model's key in
 kernels/matmul_picks.yaml, which triton_matmul then uses instead of autotuning in every process.
@@ -18,7 +18,7 @@ import statistics
 import torch
 import yaml
 
-from kernels import matmul, tuning
+from kernels import matmul, matmul_configs, matmul_triton, tuning
 from pytest_gpuperf.measure.device import describe
 from pytest_gpuperf.measure.timer import TimingConfig
 
@@ -42,11 +42,11 @@ def tune(shapes, precisions, rounds: int) -> tuple[dict[str, list], dict[str, di
         for precision in precisions:
             a, b = matmul.make_inputs(shape, precision, "cuda")
             tf32 = matmul.is_tf32(precision)
-            key, configs = matmul.candidates(a, b, tf32=tf32)
+            key, configs = matmul_triton.candidates(a, b, tf32=tf32)
             runs: dict[str, list[float]] = {str(_fields(c)): [] for c in configs}
             for _ in range(rounds):
                 for config in configs:
-                    ms = tuning.median_ms(lambda c=config: matmul.triton_matmul(a, b, tf32=tf32, config=c),
+                    ms = tuning.median_ms(lambda c=config: matmul_triton.triton_matmul(a, b, tf32=tf32, config=c),
                                           timing, (a, b))
                     if isinstance(ms, float):
                         runs[str(_fields(config))].append(ms)
@@ -61,12 +61,12 @@ def tune(shapes, precisions, rounds: int) -> tuple[dict[str, list], dict[str, di
 
 def write(picks: dict[str, list]) -> None:
     """Store picks under this GPU model's key, keeping other models' and other launches' picks."""
-    table = yaml.safe_load(matmul.PICKS_PATH.read_text()) if matmul.PICKS_PATH.exists() else {}
+    table = yaml.safe_load(matmul_configs.PICKS_PATH.read_text()) if matmul_configs.PICKS_PATH.exists() else {}
     table = table or {}
     table.setdefault(describe(0)["key"], {}).update(picks)
     header = ("# Triton matmul configs per GPU model and launch, written by `python -m kernels.tune_matmul --write`\n"
-              "# (fields as matmul._TMA_FIELDS / _PTR_FIELDS); launches not listed are autotuned.\n")
-    matmul.PICKS_PATH.write_text(header + yaml.safe_dump(table, sort_keys=True, default_flow_style=None, width=200))
+              "# (fields as matmul_configs.TMA_FIELDS / PTR_FIELDS); launches not listed are autotuned.\n")
+    matmul_configs.PICKS_PATH.write_text(header + yaml.safe_dump(table, sort_keys=True, default_flow_style=None, width=200))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,7 +25,7 @@ import pytest
 import torch
 from conftest import HAS_CUDA, require
 
-from kernels import matmul
+from kernels import matmul, matmul_configs, matmul_triton
 
 CUDA_EXTENSIONS = ("matmul",)  # kernels/cuda/matmul.cu, built in the background from the start (conftest)
 
@@ -106,11 +106,11 @@ SMALL_M_SHAPE = (40, 272, 96)  # M <= 64: the 64-row configs' home
 
 
 def _config_cases():
-    for (width, precision), table in matmul._TMA_TABLE.items():
+    for (width, precision), table in matmul_configs.TMA_TABLE.items():
         prec = {("16", "ieee"): "bfloat16", ("fp32", "tf32"): "tf32", ("fp32", "tf32-swap"): "tf32",
                 ("fp32", "ieee"): "float32"}[(width, precision)]
         for values in table:
-            cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
+            cfg = dict(zip(matmul_configs.TMA_FIELDS, values), GROUP_M=8)
             shape = SMALL_M_SHAPE if cfg["BLOCK_M"] == 64 else TMA_SHAPE
             name = "tma-{}x{}x{}-s{}-w{}-split{}".format(*values[:6]) + ("-ws" if cfg["WARP_SPECIALIZE"] else "")
             # TF32 at these small M: a row-major B takes the swapped form (its own table), a K-major
@@ -119,14 +119,14 @@ def _config_cases():
                 yield pytest.param(prec, shape, cfg, False, id=f"{prec}-{name}" + ("-swap" if precision == "tf32-swap" else ""))
             if precision != "tf32-swap":
                 yield pytest.param(prec, shape, cfg, True, id=f"{prec}-{name}-kmajor")
-    for values in matmul.EXPERIMENTAL_WS_CONFIGS:
-        cfg = dict(zip(matmul._TMA_FIELDS, values), GROUP_M=8)
+    for values in matmul_configs.EXPERIMENTAL_WS_CONFIGS:
+        cfg = dict(zip(matmul_configs.TMA_FIELDS, values), GROUP_M=8)
         name = "tma-{}x{}x{}-s{}-w{}-split{}-ws".format(*values[:6])
         yield pytest.param("float16", TMA_SHAPE, cfg, False, id=f"float16-{name}")
-    for (width, precision), table in matmul._PTR_TABLE.items():
+    for (width, precision), table in matmul_configs.PTR_TABLE.items():
         prec = {("16", "ieee"): "float16", ("fp32", "tf32"): "tf32", ("fp32", "ieee"): "float32"}[(width, precision)]
         for values in table:
-            cfg = dict(zip(matmul._PTR_FIELDS, values), GROUP_M=8)
+            cfg = dict(zip(matmul_configs.PTR_FIELDS, values), GROUP_M=8)
             yield pytest.param(prec, PTR_SHAPE, cfg, False, id=f"{prec}-ptr-" + "{}x{}x{}-s{}-w{}".format(*values))
 
 
@@ -141,12 +141,12 @@ def test_triton_config(precision, shape, config, k_major, device, gpu_assert_clo
     if k_major:
         b = b.t().contiguous().t()
     tma_config, tf32 = "EPILOGUE_SPLIT" in config, matmul.is_tf32(precision)
-    if tma_config and not matmul.uses_tma(a, b, tf32=tf32):
+    if tma_config and not matmul_triton.uses_tma(a, b, tf32=tf32):
         pytest.skip("no TMA path here (pre-Hopper GPU, or MATMUL_TRITON_TMA=0)")
-    assert matmul.uses_tma(a, b, tf32=tf32) == tma_config, "shape does not reach the config's kernel"
+    assert matmul_triton.uses_tma(a, b, tf32=tf32) == tma_config, "shape does not reach the config's kernel"
     if tma_config and tf32:  # a row-major B at this M is the swapped form's, a K-major one the B^T form's
-        assert matmul.b_operand(b, True, shape[0])[1] == k_major
-    out = matmul.triton_matmul(a, b, tf32=tf32, config=config)
+        assert matmul_triton.b_operand(b, True, shape[0])[1] == k_major
+    out = matmul_triton.triton_matmul(a, b, tf32=tf32, config=config)
     rtol, atol = matmul.tolerance(precision, shape[2])
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
 
@@ -154,28 +154,28 @@ def test_triton_config(precision, shape, config, k_major, device, gpu_assert_clo
 def test_tf32_row_major_b_through_the_transposed_copy(device, monkeypatch, gpu_assert_close):
     """The B^T copy a large M takes (TF32_TRANSPOSE_MIN_M), at a small M so the CPU interpreter can run it."""
     require("triton", 96 * 80)
-    monkeypatch.setattr(matmul, "TF32_TRANSPOSE_MIN_M", 64)
+    monkeypatch.setattr(matmul_triton, "TF32_TRANSPOSE_MIN_M", 64)
     a, b = matmul.make_inputs((96, 80, 64), "tf32", device, seed=4)
-    if not matmul.uses_tma(a, b, tf32=True):
+    if not matmul_triton.uses_tma(a, b, tf32=True):
         pytest.skip("no TMA path here (pre-Hopper GPU, or MATMUL_TRITON_TMA=0)")
-    assert matmul.b_operand(b, True, a.shape[0])[1], "a row-major B at M >= TF32_TRANSPOSE_MIN_M is copied to B^T"
-    out = matmul.triton_matmul(a, b, tf32=True)
+    assert matmul_triton.b_operand(b, True, a.shape[0])[1], "a row-major B at M >= TF32_TRANSPOSE_MIN_M is copied to B^T"
+    out = matmul_triton.triton_matmul(a, b, tf32=True)
     rtol, atol = matmul.tolerance("tf32", a.shape[1])
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
 
 
 def test_transposed_copy_of_b(device):
-    """matmul.transposed, the B^T copy TF32 takes at large M: partial tiles and a row stride past
+    """matmul_triton.transposed, the B^T copy TF32 takes at large M: partial tiles and a row stride past
     the row length."""
     require("triton", 200 * 130)
-    if not (HAS_CUDA or matmul._INTERPRET):
+    if not (HAS_CUDA or matmul_triton._INTERPRET):
         pytest.skip("the Triton copy runs on a GPU or under TRITON_INTERPRET=1 (elsewhere it is torch's)")
     for shape in ((64, 96), (65, 33), (1, 7), (200, 130)):
         b = torch.randn(*shape, device=device)
-        t = matmul.transposed(b)
+        t = matmul_triton.transposed(b)
         assert t.is_contiguous() and torch.equal(t, b.t()), shape
     rows = torch.randn(70, 50, device=device)[:, :40]
-    assert torch.equal(matmul.transposed(rows), rows.t())
+    assert torch.equal(matmul_triton.transposed(rows), rows.t())
 
 
 @pytest.mark.parametrize("precision", ["float16", "tf32"])
@@ -190,9 +190,9 @@ def test_triton_strided_operands(precision, device, gpu_assert_close):
     b = w.t()  # (64, 96), strides (1, 64)
     tf32 = matmul.is_tf32(precision)
     assert not a.is_contiguous() and not b.is_contiguous()
-    b_tensor, b_t = matmul.b_operand(b, tf32, a.shape[0])
+    b_tensor, b_t = matmul_triton.b_operand(b, tf32, a.shape[0])
     assert b_t and b_tensor.data_ptr() == w.data_ptr(), "a K-major B is not copied"
-    out = matmul.triton_matmul(a, b, tf32=tf32)
+    out = matmul_triton.triton_matmul(a, b, tf32=tf32)
     rtol, atol = matmul.tolerance(precision, a.shape[1])
     gpu_assert_close(out, matmul.reference(a, b), rtol=rtol, atol=atol)
 
@@ -202,20 +202,20 @@ def test_tf32_reads_b_k_major_when_m_amortizes_the_copy():
     M is large enough to pay for it; a smaller M reads B as it is (the swapped form); 16-bit and
     fp32 never copy."""
     b = torch.zeros(64, 96)
-    b_tensor, b_t = matmul.b_operand(b, tf32=True, m=matmul.TF32_TRANSPOSE_MIN_M)
+    b_tensor, b_t = matmul_triton.b_operand(b, tf32=True, m=matmul_triton.TF32_TRANSPOSE_MIN_M)
     assert b_t and b_tensor.shape == (96, 64) and b_tensor.is_contiguous()
-    assert matmul.b_operand(b, tf32=True, m=64) == (b, False)
-    assert matmul.b_operand(b, tf32=False, m=4096) == (b, False)
-    if matmul._tma_capable(b.device):  # both take the TMA kernel: the swapped form, and the B^T copy
-        assert matmul.uses_tma(torch.zeros(64, 64), b, tf32=True)
-        assert matmul.uses_tma(torch.zeros(matmul.TF32_TRANSPOSE_MIN_M, 64), b, tf32=True)
+    assert matmul_triton.b_operand(b, tf32=True, m=64) == (b, False)
+    assert matmul_triton.b_operand(b, tf32=False, m=4096) == (b, False)
+    if matmul_triton._tma_capable(b.device):  # both take the TMA kernel: the swapped form, and the B^T copy
+        assert matmul_triton.uses_tma(torch.zeros(64, 64), b, tf32=True)
+        assert matmul_triton.uses_tma(torch.zeros(matmul_triton.TF32_TRANSPOSE_MIN_M, 64), b, tf32=True)
 
 
 # ---- what runs on the device --------------------------------------------------------------------
 def test_triton_is_one_kernel(device, gpu_profile):
     """bf16 4096: one Triton launch (no cast/copy/transposition kernels around it)."""
     a, b = matmul.make_inputs((4096, 4096, 4096), "bfloat16", device)
-    prof = gpu_profile(matmul.triton_matmul, a, b)
+    prof = gpu_profile(matmul_triton.triton_matmul, a, b)
     assert prof.launches == 1, prof.table()
     assert prof.find("matmul_(tma|ptr)_kernel"), prof.table()
 
@@ -238,22 +238,22 @@ def test_precompile_records_every_autotune_config_and_times_none(device):
 
     shape = (4096, 4096, 2048)  # a shape no other case autotunes in this process
     a, b = matmul.make_inputs(shape, "bfloat16", device)
-    assert matmul.uses_tma(a, b, tf32=False)
+    assert matmul_triton.uses_tma(a, b, tf32=False)
     # Earlier cases compiled these specializations (they depend on dtypes, alignments and block
     # sizes, not on M, N, K), and a launch Triton finds in its in-memory cache never reaches the
     # hook; with that cache set aside, the launch is as the suite's first one.
-    kernel = matmul._matmul_tma_kernel
+    kernel = matmul_triton._matmul_tma_kernel
     compiled = dict(kernel.device_caches)
     kernel.device_caches.clear()
     try:
         with precompile.recording() as specs:
-            matmul.triton_matmul(a, b)
+            matmul_triton.triton_matmul(a, b)
     finally:
         kernel.device_caches.clear()
         kernel.device_caches.update(compiled)
-    configs = [v for v in matmul._TMA_TABLE[("16", "ieee")] if v[0] != 64]  # M > 64: 128-row tiles
+    configs = [v for v in matmul_configs.TMA_TABLE[("16", "ieee")] if v[0] != 64]  # M > 64: 128-row tiles
     assert set(specs.values()) == {("kernels.matmul", "_matmul_tma_kernel")}
     assert len(specs) == len(configs)
-    assert not [key for key in matmul._tma_tuned.cache if tuple(key[:3]) == shape]
+    assert not [key for key in matmul_triton._tma_tuned.cache if tuple(key[:3]) == shape]
     done = precompile.compile_all(specs)
     assert done.failed == 0 and done.compiled + done.earlier == len(specs)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 import yaml
 
-from kernels import matmul
+from kernels import matmul_configs, matmul_triton
+from kernels.matmul_configs import PTR_TABLE, TMA_FIELDS, TMA_TABLE, unique
 
 
 class _Tensor:
@@ -14,48 +15,48 @@ class _Tensor:
 
 
 def _prune(monkeypatch, picks: dict, m: int = 4096, n: int = 4096, k: int = 4096, **kwargs) -> list[tuple]:
-    monkeypatch.setattr(matmul, "_picks", lambda index: picks)
-    prune = matmul._pruner(matmul._TMA_TABLE, matmul._TMA_FIELDS, "tma")
-    configs = [matmul._make_config(matmul._TMA_FIELDS, v) for v in matmul._unique(matmul._TMA_TABLE)]
+    monkeypatch.setattr(matmul_configs, "picks", lambda index: picks)
+    prune = matmul_configs.pruner(TMA_TABLE, TMA_FIELDS, "tma")
+    configs = [matmul_configs.make_config(TMA_FIELDS, v) for v in unique(TMA_TABLE)]
     meta = dict(DTYPE="bf16", PRECISION="ieee", B_T=False, SWAP_AB=False) | kwargs
     kept = prune(configs, {"M": m, "N": n, "K": k, "c_ptr": _Tensor()}, **meta)
-    return [matmul._config_id(c, matmul._TMA_FIELDS) for c in kept]
+    return [matmul_configs.config_id(c, TMA_FIELDS) for c in kept]
 
 
 def test_a_launch_with_a_pick_runs_only_the_pick(monkeypatch):
     pick = (128, 256, 64, 4, 8, 2, False)
-    key = matmul.pick_key("tma", 4096, 4096, 4096, "bf16", "ieee")
+    key = matmul_configs.pick_key("tma", 4096, 4096, 4096, "bf16", "ieee")
     assert _prune(monkeypatch, {key: pick}) == [pick]
 
 
 def test_a_launch_without_a_pick_is_autotuned_over_its_candidates(monkeypatch):
-    other = matmul.pick_key("tma", 8192, 8192, 8192, "bf16", "ieee")
+    other = matmul_configs.pick_key("tma", 8192, 8192, 8192, "bf16", "ieee")
     kept = _prune(monkeypatch, {other: (128, 256, 64, 4, 8, 2, False)})
-    assert kept == [v for v in matmul._TMA_TABLE[("16", "ieee")] if v[0] == 128]
+    assert kept == [v for v in TMA_TABLE[("16", "ieee")] if v[0] == 128]
 
 
 def test_a_pick_that_is_no_candidate_is_ignored(monkeypatch):
     """A stale pick (a config since dropped from the table, or a 64-row tile for a large M) is not run."""
-    key = matmul.pick_key("tma", 4096, 4096, 4096, "bf16", "ieee")
+    key = matmul_configs.pick_key("tma", 4096, 4096, 4096, "bf16", "ieee")
     kept = _prune(monkeypatch, {key: (64, 256, 64, 4, 4, 2, False)})
     assert (64, 256, 64, 4, 4, 2, False) not in kept and len(kept) == 3
 
 
 def test_candidates_and_the_pruner_agree_on_the_key(monkeypatch):
     """kernels/tune_matmul.py stores picks under candidates()'s key; the pruner looks them up under its own."""
-    monkeypatch.setattr(matmul, "_tma_capable", lambda device: True)
+    monkeypatch.setattr(matmul_triton, "_tma_capable", lambda device: True)
     a, b = torch.empty(64, 512), torch.empty(512, 1024)
-    key, configs = matmul.candidates(a, b, tf32=True)
-    assert key == matmul.pick_key("tma", 64, 1024, 512, "fp32", "tf32", swap_ab=True)
-    values = [tuple(c[f] for f in matmul._TMA_FIELDS) for c in configs]
+    key, configs = matmul_triton.candidates(a, b, tf32=True)
+    assert key == matmul_configs.pick_key("tma", 64, 1024, 512, "fp32", "tf32", swap_ab=True)
+    values = [tuple(c[f] for f in TMA_FIELDS) for c in configs]
     kept = _prune(monkeypatch, {key: values[-1]}, m=64, n=1024, k=512, DTYPE="fp32", PRECISION="tf32",
                   SWAP_AB=True)
     assert kept == [values[-1]]
 
 
 def test_the_committed_picks_are_configs_of_the_tables():
-    table = yaml.safe_load(matmul.PICKS_PATH.read_text())
-    known = {"tma": set(matmul._unique(matmul._TMA_TABLE)), "ptr": set(matmul._unique(matmul._PTR_TABLE))}
+    table = yaml.safe_load(matmul_configs.PICKS_PATH.read_text())
+    known = {"tma": set(unique(TMA_TABLE)), "ptr": set(unique(PTR_TABLE))}
     assert table, "kernels/matmul_picks.yaml holds no GPU model"
     for model, picks in table.items():
         for key, values in picks.items():
@@ -63,5 +64,5 @@ def test_the_committed_picks_are_configs_of_the_tables():
 
 
 def test_pick_keys_name_kernel_shape_dtype_precision_and_b_form():
-    assert matmul.pick_key("tma", 1, 2, 3, "fp32", "tf32", b_t=True) == "tma 1x2x3 fp32 tf32 b_t"
-    assert matmul.pick_key("ptr", 4097, 4095, 1023, "bf16", "ieee") == "ptr 4097x4095x1023 bf16 ieee"
+    assert matmul_configs.pick_key("tma", 1, 2, 3, "fp32", "tf32", b_t=True) == "tma 1x2x3 fp32 tf32 b_t"
+    assert matmul_configs.pick_key("ptr", 4097, 4095, 1023, "bf16", "ieee") == "ptr 4097x4095x1023 bf16 ieee"
