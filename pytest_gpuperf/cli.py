@@ -15,6 +15,7 @@ Errors print one line to stderr that names the file; no tracebacks (set GPUPERF_
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
@@ -292,6 +293,7 @@ def _cmd_ab(args) -> int:
     import pytest
 
     from .ab import AbError, AbIncomplete, AbRun, compare_revisions, report
+    from .ab_gpus import choose_gpus, compare_on_gpus, visible_gpus
     from .plugin.outputs import check_outputs
 
     pytest_args = list(args.pytest_args)
@@ -299,6 +301,13 @@ def _cmd_ab(args) -> int:
         pytest_args.append(f"--gpuperf-threshold={parse_threshold(args.threshold) * 100:g}%")
     if args.rounds < 1:
         raise _UsageError(f"gpuperf ab: --rounds {args.rounds}: give 1 or more")
+    visible = visible_gpus()
+    try:
+        gpus = choose_gpus(args.gpus, visible)
+    except ValueError as exc:
+        raise _UsageError(f"gpuperf ab: {exc}") from None
+    if len(gpus) > 1 and any(a.split("=", 1)[0] == "--gpuperf-device" for a in pytest_args):
+        raise _UsageError("gpuperf ab: --gpuperf-device: --gpus gives each pytest process its GPU; leave it out")
     if args.counters:  # said here once, not only in each round's log
         from .measure.counters import counting_refusal
 
@@ -316,7 +325,12 @@ def _cmd_ab(args) -> int:
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir), counters=args.counters)
-        verdicts, base, head = compare_revisions(run, Path.cwd(), args.base)
+        if len(gpus) > 1:
+            verdicts, base, head = compare_on_gpus(run, Path.cwd(), args.base, gpus)
+        else:  # on one GPU: the first visible unless --gpus named another
+            if gpus and gpus[0] != visible[0]:
+                run.runner = functools.partial(run.runner, env={"CUDA_VISIBLE_DEVICES": gpus[0]})
+            verdicts, base, head = compare_revisions(run, Path.cwd(), args.base)
     except AbIncomplete as exc:  # what the complete rounds decided is shown and written, then the error
         report(exc.verdicts, exc.base, exc.head, width=_width(), json_path=args.json, markdown_path=args.markdown,
                incomplete=str(exc))
@@ -420,8 +434,9 @@ def _parser() -> _Parser:
                     help="the merged results (pytest-benchmark JSON, as --gpuperf-json)")
     ms.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the summary as Markdown")
     ms.set_defaults(func=_cmd_merge_shards)
-    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--threshold PCT] [--counters] [--json PATH] "
-                                   "[--markdown PATH] [--baseline-dir DIR] [-- PYTEST_ARGS...]", help="measure a base revision and the working tree on this GPU, interleaved; exit 1 "
+    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--gpus all|N|I,J] [--threshold PCT] [--counters] "
+                                   "[--json PATH] [--markdown PATH] [--baseline-dir DIR] [-- PYTEST_ARGS...]",
+                       help="measure a base revision and the working tree on this host's GPUs, interleaved; exit 1 "
                                   "if something got slower",
                        description="Check out BASE (a git revision) in a temporary worktree and run `pytest --gpuperf` "
                                    "there and in the working tree in alternating processes (base, head, head, base, "
@@ -431,6 +446,10 @@ def _parser() -> _Parser:
     a.add_argument("base", metavar="BASE", help="the git revision to compare with, e.g. origin/main")
     a.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
                    help="pytest processes per side at most (default %(default)s)")
+    a.add_argument("--gpus", default="all", metavar="all|N|I,J",
+                   help="the GPUs to use: all visible (default), the first N, or these indices (0,1); the tests "
+                        "are split between them by recorded time and each GPU alternates base and head for its part"
+                        " (docs/gate.md)")
     a.add_argument("--threshold", default=None,
                    help="slowdown that counts, e.g. 5%% (as --gpuperf-threshold: a test's marker still wins)")
     a.add_argument("--counters", action="store_true",
