@@ -23,19 +23,17 @@ PROCESS_S = 0.05
 
 
 def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
+    subprocess.run(["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args], cwd=repo, check=True,
+                   capture_output=True, text=True)
 
 
 @pytest.fixture
 def repo(pytester: pytest.Pytester) -> Path:
     """A committed repository (BASE = HEAD) whose working tree is marked as the head side."""
     root = pytester.path
-    git(root, "init", "-q")
-    git(root, "config", "user.email", "ci@example.com")
-    git(root, "config", "user.name", "ci")
     (root / "test_k.py").write_text("def test_k():\n    pass\n")
-    git(root, "add", "test_k.py")
-    git(root, "commit", "-q", "-m", "base")
+    for args in (["init", "-q"], ["add", "test_k.py"], ["commit", "-q", "-m", "base"]):
+        git(root, *args)
     (root / "HEAD_MARK").write_text("")  # untracked: the base checkout has no such file
     return root
 
