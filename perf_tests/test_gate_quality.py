@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from pytest_gpuperf.core.records import Entry, Result
 from pytest_gpuperf.core import verdict as compare
 from pytest_gpuperf.measure import calibration
 from pytest_gpuperf.measure.timer import TimingConfig, measure
@@ -52,7 +53,10 @@ def _record(fn, config: TimingConfig) -> dict:
 def _judged(base: dict, make_now, threshold: float, retries: int) -> tuple[compare.Verdict, int]:
     """The plugin's rule: judge, re-measure a suspect result up to `retries` times, keep the best run.
     Returns the verdict and the number of re-measurements."""
-    _, _, verdict, remeasured = compare.remeasure_while_suspect(base, lambda: (make_now(), None), threshold, retries)
+    def run() -> tuple[Result, None]:
+        return Result.from_dict(dict(make_now(), nodeid="", name="", param="", group="")), None
+
+    _, _, verdict, remeasured = compare.remeasure_while_suspect(Entry.from_dict(base), run, threshold, retries)
     return verdict, remeasured
 
 

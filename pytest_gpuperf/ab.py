@@ -28,9 +28,9 @@ from pathlib import Path
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import counters_of, merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
-from .core.records import Method
+from .core.records import Entry, Method, Result
 from .core.units import as_number, plural
-from .core.verdict import DEFAULT_THRESHOLD, SPREAD_HISTORY, Verdict, is_regression, judge, throttle_reasons
+from .core.verdict import DEFAULT_THRESHOLD, Verdict, is_regression, judge, throttle_reasons
 from .store.baseline import BaselineError, alike, baseline_path, load
 from .store.plan import Plan
 from .store.results import load_recording
@@ -259,13 +259,13 @@ def combined(records: list[dict]) -> dict:
     record = dict(records[-1])
     record["history"] = [r["median_ms"] for r in records]
     record["median_ms"] = center(record["history"])
-    reasons = {t for r in records for t in throttle_reasons(r)}
+    reasons = {t for r in records for t in throttle_reasons(Entry.from_dict(r))}
     record["throttle"] = sorted(reasons)
     clocks = [r["sm_clock_mhz"] for r in records if isinstance(r.get("sm_clock_mhz"), int)]
     record["sm_clock_mhz"] = statistics.median_high(clocks) if clocks else None
     slowed = [as_number(r.get("slow_replay_us")) or 0.0 for r in records]
     record["slow_replay_us"] = statistics.median_high(slowed) or None
-    counted = merge_all([counters_of(r) for r in records])  # only the rounds that counted carry them
+    counted = merge_all([counters_of(Entry.from_dict(r)) for r in records])  # only the rounds that counted carry them
     record["counters"] = counted.to_dict() if counted is not None else None
     return record
 
@@ -303,11 +303,11 @@ def stored_spreads(directory: Path | None, device: dict | None, say: Callable[[s
     return entries
 
 
-def _with_stored(record: dict, entry: dict | None) -> dict:
-    """The base's record of a test with its stored recordings as SPREAD_HISTORY, where they were
-    measured as this run measures it (graph-timed, same cache mode and timing)."""
+def _stored_history(record: dict, entry: dict | None) -> list[float]:
+    """The stored recordings of the base's record of a test, where they were measured as this run
+    measures it (graph-timed, same cache mode and timing): their spread pools into the test's."""
     usable = entry is not None and _graph_timed(record) and alike(entry, record)
-    return dict(record, **{SPREAD_HISTORY: entry["history"]}) if usable else record
+    return entry["history"] if usable else []
 
 
 def _in_base(path: Path | None, cwd: Path, repo: Path, base_root: Path) -> Path | None:
@@ -352,9 +352,14 @@ def _judge(old: dict[str, dict], new: dict[str, dict], stored: dict[str, dict]) 
     for nodeid in sorted(old.keys() | new.keys()):
         recorded = (new.get(nodeid) or old[nodeid]).get("threshold")
         limit = recorded if recorded is not None else DEFAULT_THRESHOLD
-        base = _with_stored(old[nodeid], stored.get(nodeid)) if nodeid in old else None
-        out[nodeid] = judge(base, new.get(nodeid), float(limit), prior=SAME_MACHINE)
+        base, now = old.get(nodeid), new.get(nodeid)
+        related = _stored_history(base, stored.get(nodeid)) if base is not None else []
+        out[nodeid] = judge(_result(base), _result(now), float(limit), prior=SAME_MACHINE, related=related)
     return out
+
+
+def _result(record: dict | None) -> Result | None:
+    return Result.from_dict(record) if record is not None else None
 
 
 def first_methods(side: Side) -> dict[str, str]:

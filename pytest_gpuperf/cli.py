@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .ab import DEFAULT_ROUNDS
 from .core.noise import log_spread
+from .core.records import Result
 from .core.units import parse_percent, plural
 from .core.verdict import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
 from .core.versions import recorded_version, timing_epoch
@@ -100,7 +101,9 @@ def _cmd_compare(args) -> int:
                     recorded[key] = parse_threshold(rec["threshold"])
             except ValueError:
                 pass
-    verdicts = judge_all(old_map, new_map, DEFAULT_THRESHOLD if threshold is None else threshold, recorded)
+    verdicts = judge_all({k: Result.from_dict(r) for k, r in old_map.items()},
+                         {k: Result.from_dict(r) for k, r in new_map.items()},
+                         DEFAULT_THRESHOLD if threshold is None else threshold, recorded)
     print(f"gpuperf compare: {args.old} -> {args.new}")
     print("\n".join(compare_lines(verdicts, old_map, new_map, width=_width())))
     return EXIT_SLOWER if any(is_regression(v) for v in verdicts.values()) else EXIT_OK

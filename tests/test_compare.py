@@ -12,7 +12,8 @@ import pytest
 from pytest_gpuperf.core import noise
 from pytest_gpuperf.core import verdict as compare
 from pytest_gpuperf.core.noise import ACROSS_MACHINES, SAME_MACHINE
-from pytest_gpuperf.core.verdict import Verdict, is_regression, judge, parse_threshold
+from pytest_gpuperf.core.verdict import Verdict, is_regression, parse_threshold
+from typed import judge, judge_all, remeasure_while_suspect, result
 
 MiB = 1 << 20
 
@@ -110,7 +111,7 @@ def test_ci_ms_is_used_when_present():
 
 
 def test_fallback_half_width_from_noise_and_samples():
-    h = compare.relative_halfwidth(rec(2.0, noise=0.04, samples=100))
+    h = compare.relative_halfwidth(result(rec(2.0, noise=0.04, samples=100)))
     assert h == pytest.approx(1.96 * 1.2533 * 0.04 / 10)
 
 
@@ -245,7 +246,7 @@ def test_a_change_the_run_made_while_it_was_measured_is_named():
 
 
 def test_judge_all_and_is_suspect():
-    out = compare.judge_all({"a": rec(1.0), "b": rec(1.0)}, {"b": rec(1.2), "c": rec(1.0)}, 0.05,
+    out = judge_all({"a": rec(1.0), "b": rec(1.0)}, {"b": rec(1.2), "c": rec(1.0)}, 0.05,
                             thresholds={"b": 0.5})
     assert {k: v.time for k, v in out.items()} == {"a": "missing", "b": "same", "c": "new"}
     assert compare.is_suspect(judge(rec(1.0), rec(1.2), 0.05))
@@ -386,18 +387,18 @@ def test_a_recording_is_one_run_and_a_suspect_result_keeps_its_fastest():
         return rec(m, ci=(m * 0.999, m * 1.001)), len(calls)
 
     # not judging (a recording without a baseline): one run
-    record, payload, verdict, again = compare.remeasure_while_suspect(None, run, 0.05, 2, judging=False)
+    record, payload, verdict, again = remeasure_while_suspect(None, run, 0.05, 2, judging=False)
     assert len(calls) == 1 and again == 0
     assert record["median_ms"] == 1.02 and payload == 1 and verdict is None
     calls.clear()  # a suspect one (+10%) is measured again, keeping the fastest
     medians = iter([1.10, 1.12, 1.09])
-    record, _, verdict, again = compare.remeasure_while_suspect(rec(1.0, ci=(0.999, 1.001)), run, 0.05, 2)
+    record, _, verdict, again = remeasure_while_suspect(rec(1.0, ci=(0.999, 1.001)), run, 0.05, 2)
     assert len(calls) == 3 and again == 2 and record["median_ms"] == 1.09 and verdict.time == "slower"
     # comparing only, an unsuspicious first run is the only one
     calls.clear()
     medians = iter([1.0, 0.9])
     base = rec(1.0, ci=(0.999, 1.001))
-    record, _, verdict, again = compare.remeasure_while_suspect(base, run, 0.05, 2)
+    record, _, verdict, again = remeasure_while_suspect(base, run, 0.05, 2)
     assert len(calls) == 1 and again == 0 and verdict.time == "same"
 
 

@@ -10,8 +10,10 @@ import pytest
 import yaml
 
 from pytest_gpuperf.core.counters import Counters, judge_counters, summed
+from pytest_gpuperf.core.records import Entry
 from pytest_gpuperf.core.versions import TIMING_VERSION
-from pytest_gpuperf.core.verdict import is_regression, judge
+from pytest_gpuperf.core.verdict import is_regression
+from typed import judge
 from pytest_gpuperf.measure import counters as counting
 from pytest_gpuperf.store import baseline as baseline_mod
 
@@ -207,11 +209,11 @@ def test_counters_round_trip_as_whole_numbers_and_bad_ones_are_named() -> None:
 
 
 def test_a_recording_extends_the_counters_history_until_the_code_changes() -> None:
-    one, same, changed = ({"counters": {"instructions": [n]}} for n in (1000, 1000, 1500))
+    one, same, changed = (Entry(1.0, counters={"instructions": [n]}) for n in (1000, 1000, 1500))
     assert baseline_mod.merged_counters([one, same]) == {"instructions": [1000, 1000]}
     assert baseline_mod.merged_counters([one, same, changed]) == {"instructions": [1500]}  # starts anew
-    assert baseline_mod.merged_counters([one, {"median_ms": 1.0}]) == {"instructions": [1000]}  # kept
-    many = [{"counters": {"instructions": [1000]}}] * 15
+    assert baseline_mod.merged_counters([one, Entry(1.0)]) == {"instructions": [1000]}  # kept
+    many = [Entry(1.0, counters={"instructions": [1000]})] * 15
     assert len(baseline_mod.merged_counters(many)["instructions"]) == 10  # the history window
 
 
@@ -400,7 +402,7 @@ def test_the_counting_process_leaves_out_what_stops_it_or_picks_other_tests(tmp_
 def test_a_noisy_counter_extends_its_history_and_a_code_change_starts_it_anew() -> None:
     from pytest_gpuperf.core.counters import code_changed
 
-    noisy = [{"counters": {"instructions": [n], "launches": [1]}} for n in (1_000_000, 1_006_000, 1_000_000)]
+    noisy = [Entry(1.0, counters={"instructions": [n], "launches": [1]}) for n in (1_000_000, 1_006_000, 1_000_000)]
     assert baseline_mod.merged_counters(noisy)["instructions"] == [1_000_000, 1_006_000, 1_000_000]
     history = Counters.from_dict(baseline_mod.merged_counters(noisy))
     assert judge_counters(history, _c(instructions=1_006_000, launches=1)).verdict == "same"  # learned

@@ -100,7 +100,7 @@ def test_no_offset_from_too_few_rounds_or_tests_or_within_the_noise() -> None:
 def test_host_clock_results_are_judged_with_the_hosts_spread() -> None:
     """A host-clock median moved 10% (sd) between processes of a shared 2-core machine: a 25% move
     of an unchanged CPU test is not a slowdown, while the same move of a GPU-timed test is."""
-    from pytest_gpuperf.core.verdict import judge
+    from typed import judge
 
     host = judge({"median_ms": 6.0, "method": "cpu"}, {"median_ms": 7.5, "method": "cpu"}, 0.15)
     gpu = judge({"median_ms": 6.0, "method": "events"}, {"median_ms": 7.5, "method": "events"}, 0.15)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.core.verdict import judge
+from typed import judge
 from pytest_gpuperf.report import markdown as md_report
 from pytest_gpuperf.report import plots as plot_report
 from pytest_gpuperf.report import rows as report_rows

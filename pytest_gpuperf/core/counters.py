@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .noise import HISTORY_WINDOW
+from .records import Entry, Result
 from .units import as_number, fmt_bytes, fmt_change
 
 
@@ -119,10 +120,10 @@ class Counters:
                          for n in names})
 
 
-def counters_of(record: Mapping[str, Any]) -> Counters | None:
+def counters_of(record: Result | Entry) -> Counters | None:
     """A record's counters; None where it has none or they cannot be read (the stores validate)."""
     try:
-        return Counters.from_dict(record.get("counters"))
+        return Counters.from_dict(record.counters)
     except ValueError:
         return None
 

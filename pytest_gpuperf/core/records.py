@@ -96,6 +96,9 @@ class Result:
     remeasured: int = field(default=0, metadata=_json(24))
     first_call_s: float = field(default=0.0, metadata=_json(28))
     history: list[float] | None = field(default=None, metadata=_json(29))  # one median per process (A/B rounds)
+    # read from a stored entry (a baseline loaded as results): kept so that its comparison is the entry's
+    peak_memory_history: list[int] | None = field(default=None, metadata={"stored": True})
+    drift: float | None = field(default=None, metadata={"stored": True})
     threshold: float | None = field(default=None, metadata=_json(22))
     baseline: dict | None = None  # the stored entry compared against
     # set only when the result was judged (absent otherwise)
@@ -111,9 +114,11 @@ class Result:
     regression: bool | None = field(default=None, metadata={"judged": True})
 
     def to_dict(self) -> dict[str, Any]:
-        """The plain record (the judged keys only when a verdict was reached)."""
+        """The plain record (the judged keys only when a verdict was reached, an entry's stored keys only
+        where set)."""
         judged = self.verdict is not None
-        return {f.name: getattr(self, f.name) for f in fields(self) if judged or not f.metadata.get("judged")}
+        return {f.name: getattr(self, f.name) for f in fields(self) if (judged or not f.metadata.get("judged"))
+                and not (f.metadata.get("stored") and getattr(self, f.name) is None)}
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "Result":
@@ -175,6 +180,10 @@ class Entry:
     def from_dict(cls, record: dict[str, Any]) -> "Entry":
         """An Entry from a stored mapping or a result record (other keys are ignored)."""
         return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+
+
+#: What the gate compares (core.verdict): a result, or a stored entry.
+Measured = Result | Entry
 
 
 def _keys_typed(cls: type, *annotations: str) -> tuple[str, ...]:

@@ -37,14 +37,14 @@ The noise bound is also each test's smallest detectable change, which the report
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from . import noise
 from .counters import LESS, MORE, OTHER, CounterVerdict, counters_of, judge_counters
 from .noise import ACROSS_MACHINES, ON_HOST, Prior
-from .records import SEVERE_THROTTLE, Method
+from .records import SEVERE_THROTTLE, Measured, Method, Result
 from .spread import MEDIAN_SE_FACTOR, level_shift
 from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent, positive_numbers
 
@@ -123,65 +123,61 @@ class Verdict:
         return max(self.noise_bound, self.threshold - min(self.noise_bound, self.margin * self.threshold))
 
 
-def relative_halfwidth(record: dict) -> float:
+def relative_halfwidth(record: Measured) -> float:
     """Relative half-width of the 95% confidence interval of this record's median."""
-    median = as_number(record.get("median_ms"))
-    ci = record.get("ci_ms")
+    median = as_number(record.median_ms)
+    ci = record.ci_ms
     if median and isinstance(ci, (list, tuple)) and len(ci) == 2:
         lo, hi = as_number(ci[0]), as_number(ci[1])
         if lo is not None and hi is not None and hi >= lo:
             return (hi - lo) / 2.0 / median
-    noise = as_number(record.get("noise")) or 0.0
-    samples = as_number(record.get("samples")) or 1.0
+    noise = as_number(record.noise) or 0.0
+    samples = as_number(record.samples) or 1.0
     return Z * MEDIAN_SE_FACTOR * noise / math.sqrt(max(samples, 1.0))
 
 
-#: A record's key for medians of its test measured elsewhere, not compared, whose spread pools into
-#: the noise bound (`gpuperf ab` sets it from the stored baseline, ab.stored_spreads).
-SPREAD_HISTORY = "spread_history"
-
-
-def medians(record: dict) -> list[float]:
+def medians(record: Measured) -> list[float]:
     """A side's medians, one per process: its `history` where it has one, else its median."""
-    return positive_numbers(record.get("history")) or [float(record["median_ms"])]
+    return positive_numbers(record.history) or [float(record.median_ms)]
 
 
-def memory_peaks(record: dict) -> list[int]:
+def memory_peaks(record: Measured) -> list[int]:
     """A side's peak memory, one per recent recording: its `peak_memory_history` where it has one,
     else its peak (none where it has no peak)."""
-    stored = record.get("peak_memory_history")
+    stored = record.peak_memory_history
     if isinstance(stored, list) and stored and all(as_number(v) is not None for v in stored):
         return [int(v) for v in stored]
-    peak = as_number(record.get("peak_memory_bytes"))
+    peak = as_number(record.peak_memory_bytes)
     return [] if peak is None else [int(peak)]
 
 
-def legacy_sd(base: dict) -> float | None:
+def legacy_sd(base: Measured) -> float | None:
     """A schema-1 entry's `drift` read as a run-to-run sd, until the entry has recordings enough."""
-    drift = as_number(base.get("drift"))
+    drift = as_number(base.drift)
     if not drift or len(medians(base)) >= noise.LEGACY_UNTIL:
         return None
     return drift * noise.LEGACY_RANGE_TO_SD
 
 
-def spread(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> noise.Spread:
-    """The test's pooled run-to-run spread from both sides' medians, and the base's SPREAD_HISTORY
-    (medians of the test measured elsewhere, whose spread counts too) where it has one."""
+def spread(base: Measured, now: Measured, prior: Prior = ACROSS_MACHINES, related: Sequence[float] = ()) -> noise.Spread:
+    """The test's pooled run-to-run spread from both sides' medians, and `related` (medians of the test
+    measured elsewhere, not compared, whose spread counts too: `gpuperf ab` passes the stored
+    baseline's, ab.stored_spreads)."""
     return noise.pooled_spread(medians(base), medians(now), prior, legacy_sd=legacy_sd(base),
-                               related=positive_numbers(base.get(SPREAD_HISTORY)))
+                               related=positive_numbers(list(related)))
 
 
-def _sampling_sd(record: dict) -> float:
+def _sampling_sd(record: Measured) -> float:
     """A side's own sampling error when it is a single median (rounds hold theirs in their spread)."""
     return relative_halfwidth(record) / Z if len(medians(record)) == 1 else 0.0
 
 
-def noise_bound(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> float:
+def noise_bound(base: Measured, now: Measured, prior: Prior = ACROSS_MACHINES) -> float:
     """The relative change that the run-to-run spread and the sides' sampling errors can explain."""
     return spread(base, now, prior).bound(math.hypot(_sampling_sd(base), _sampling_sd(now)))
 
 
-def fixed_bound(base: dict, now: dict, prior: Prior = ACROSS_MACHINES) -> float:
+def fixed_bound(base: Measured, now: Measured, prior: Prior = ACROSS_MACHINES) -> float:
     """The part of the noise bound that no re-measurement of `now` can shrink."""
     return spread(base, now, prior).bound(_sampling_sd(base))
 
@@ -191,12 +187,12 @@ def effective_threshold(threshold: float, base_ms: float, prior: Prior = ACROSS_
     return max(threshold, prior.min_change_ms / base_ms) if base_ms > 0 else threshold
 
 
-def _judge_memory(base: dict, now: dict, threshold: float) -> tuple[str, float | None, str]:
+def _judge_memory(base: Measured, now: Measured, threshold: float) -> tuple[str, float | None, str]:
     """Peak memory against the range of the stored recordings' peaks: one call's peak differs between
     processes of unchanged code (docs/gate.md), so growth counts past the largest, shrinking past the
     smallest."""
     peaks = memory_peaks(base)
-    n = as_number(now.get("peak_memory_bytes"))
+    n = as_number(now.peak_memory_bytes)
     if not peaks or n is None:
         return "same", None, ""
     low, high = min(peaks), max(peaks)
@@ -215,22 +211,24 @@ def _judge_memory(base: dict, now: dict, threshold: float) -> tuple[str, float |
     return verdict, change, text
 
 
-def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = ACROSS_MACHINES) -> Verdict:
-    """Decide one test: ``base`` is the stored baseline entry, ``now`` this run's result record;
-    `prior` is the spread expected of the two sides before their own medians say more."""
+def judge(base: Measured | None, now: Measured | None, threshold: float, prior: Prior = ACROSS_MACHINES,
+          related: Sequence[float] = ()) -> Verdict:
+    """Decide one test: ``base`` is the stored baseline entry, ``now`` this run's result; `prior` is
+    the spread expected of the two sides before their own medians say more, and `related` medians of
+    the test measured elsewhere whose spread counts too (see `spread`)."""
     threshold = float(threshold)
     if base is None and now is None:
         return Verdict("missing", "missing", None, None, None, None, threshold, None,
                        "missing: neither a baseline entry nor a measurement")
     if base is None:
-        now_ms = as_number(now.get("median_ms"))
+        now_ms = as_number(now.median_ms)
         return Verdict("new", "new", None, None, None, now_ms, threshold, None,
                        f"new: {fmt_ms(now_ms)}, no baseline entry to compare with")
-    base_ms = as_number(base.get("median_ms"))
+    base_ms = as_number(base.median_ms)
     if now is None:
         return Verdict("missing", "missing", None, None, base_ms, None, threshold, None,
                        f"missing: baseline {fmt_ms(base_ms)}, not measured in this run")
-    now_ms = as_number(now.get("median_ms"))
+    now_ms = as_number(now.median_ms)
     if not base_ms or base_ms <= 0 or not now_ms or now_ms <= 0:
         memory, memory_change, mem_text = _judge_memory(base, now, threshold)
         work = judge_record_counters(base, now)
@@ -239,13 +237,13 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
                        + (f"; {counters_text(work, 'unsure', None, None)}" if work.verdict else "")
                        + (f"; memory {memory}: {mem_text}" if memory != "same" else ""), counters=work.verdict)
 
-    if prior is ACROSS_MACHINES and HOST_METHODS & {base.get("method"), now.get("method")}:
+    if prior is ACROSS_MACHINES and HOST_METHODS & {base.method, now.method}:
         prior = ON_HOST  # the host's clock times the host's load too
     base_ms, now_ms = noise.center(medians(base)), noise.center(medians(now))
     change = now_ms / base_ms - 1.0
     memory, memory_change, mem_text = _judge_memory(base, now, threshold)  # bytes: the threshold as given
     threshold = effective_threshold(threshold, base_ms, prior)
-    pooled = spread(base, now, prior)
+    pooled = spread(base, now, prior, related)
     bound = pooled.bound(math.hypot(_sampling_sd(base), _sampling_sd(now)))
     if beyond(change, bound, threshold, prior.margin_share):
         time = "slower"
@@ -256,10 +254,10 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
     else:
         time = "same"
     judged = time
-    loaded = base.get("loaded") is True, now.get("loaded") is True
+    loaded = base.loaded is True, now.loaded is True
     if loaded[0] != loaded[1] and time in ("slower", "faster"):
         time = "unsure"  # the cap held one side's clock in a loop, the other's between the harness's pauses
-    clk_b, clk_n = as_number(base.get("sm_clock_mhz")), as_number(now.get("sm_clock_mhz"))
+    clk_b, clk_n = as_number(base.sm_clock_mhz), as_number(now.sm_clock_mhz)
     slowed = sorted(_slowdowns(now) - _slowdowns(base))
     held = time == "slower" and bool(slowed) and bool(clk_b and clk_n) and not beyond(
         (1.0 + change) * clk_n / clk_b - 1.0, bound, threshold, prior.margin_share)  # the lower clock explains it
@@ -297,7 +295,7 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
                      f"{'slower' if replay_ms > 0 else 'faster'}: see docs/measurement.md, \"Replay state\"")
     # One measurement's samples: a record pooling several (A/B rounds) carries only the last one's.
     one_run = time in ("slower", "faster") and len(medians(now)) == 1
-    shift = level_shift(positive_numbers(now.get("data")), Z) if one_run else None
+    shift = level_shift(positive_numbers(now.data), Z) if one_run and isinstance(now, Result) else None
     if shift is not None and shift * change > 0 and abs(shift) >= SHIFT_SHARE * abs(change):
         parts.append(f"this run's samples read {fmt_change(shift)} from their first quarter's median to their "
                      "last's: its speed changed while it was measured; run it again")
@@ -315,7 +313,7 @@ def judge(base: dict | None, now: dict | None, threshold: float, prior: Prior = 
                    pooled.bound(_sampling_sd(base)), prior.margin_share, loaded[0] == loaded[1], work.verdict)
 
 
-def judge_record_counters(base: dict, now: dict) -> CounterVerdict:
+def judge_record_counters(base: Measured, now: Measured) -> CounterVerdict:
     """The counters of two records judged; a side whose counters cannot be read has none."""
     return judge_counters(counters_of(base), counters_of(now))
 
@@ -338,26 +336,26 @@ def counters_text(work: CounterVerdict, time: str, clk_b: float | None, clk_n: f
     return text
 
 
-def _replay_us(record: dict) -> float:
+def _replay_us(record: Measured) -> float:
     """µs per node a graph-timed record's process replayed graphs slower than a fresh one (0 if not)."""
-    us = as_number(record.get("slow_replay_us")) if record.get("method") == "graph" else None
+    us = as_number(record.slow_replay_us) if record.method == Method.GRAPH.value else None
     return us if us is not None and us > 0 else 0.0
 
 
-def _replay_shift_ms(base: dict, now: dict) -> float:
+def _replay_shift_ms(base: Measured, now: Measured) -> float:
     """How much higher per call the slow replay state can make `now` read than `base` (ms; negative
     where the baseline's process was the slower one)."""
     return REPLAY_CHARGE * (_replay_us(now) - _replay_us(base)) / 1e3
 
 
-def throttle_reasons(record: dict) -> list[str]:
+def throttle_reasons(record: Measured) -> list[str]:
     """The NVML clock-event reasons a record's measurement saw (one name alone counts as a list)."""
-    throttle = record.get("throttle")
+    throttle = record.throttle
     names = [throttle] if isinstance(throttle, str) else throttle if isinstance(throttle, (list, tuple)) else []
     return [name for name in names if isinstance(name, str)]
 
 
-def _slowdowns(record: dict) -> set[str]:
+def _slowdowns(record: Measured) -> set[str]:
     """The thermal and hardware slowdowns (SEVERE_THROTTLE) a record's measurement saw."""
     return SEVERE_THROTTLE & set(throttle_reasons(record))
 
@@ -388,17 +386,17 @@ def is_suspect(v: Verdict) -> bool:
     return v.change > fixed and v.change + min(v.change, v.margin * v.threshold) >= v.threshold
 
 
-def remeasure_while_suspect(base: dict | None, run: Callable[[], tuple[dict, T]], threshold: float,
-                            retries: int, judging: bool = True) -> tuple[dict, T, Verdict | None, int]:
+def remeasure_while_suspect(base: Measured | None, run: Callable[[], tuple[Result, T]], threshold: float,
+                            retries: int, judging: bool = True) -> tuple[Result, T, Verdict | None, int]:
     """The gate's re-measurement rule, for the plugin and its self-check alike: take a (record,
     payload) from `run`, judge the fastest record so far against `base`, and run again while the
     verdict is suspect (`is_suspect`), at most `retries` more times. Only the fastest run so far is
     kept. Returns its record and payload, its verdict (None when not `judging`) and the number of
     runs after the first."""
-    best: tuple[dict, T] | None = None
+    best: tuple[Result, T] | None = None
     for attempt in range(retries + 1):
         record, payload = run()
-        if best is None or record["median_ms"] < best[0]["median_ms"]:
+        if best is None or record.median_ms < best[0].median_ms:
             best = (record, payload)
         verdict = judge(base, best[0], threshold) if judging else None
         if verdict is None or not is_suspect(verdict):
@@ -406,8 +404,8 @@ def remeasure_while_suspect(base: dict | None, run: Callable[[], tuple[dict, T]]
     return best[0], best[1], verdict, attempt
 
 
-def judge_all(base_entries: dict[str, dict], now_results: dict[str, dict], threshold: float,
-              thresholds: dict[str, float] | None = None, prior: Prior = ACROSS_MACHINES) -> dict[str, Verdict]:
+def judge_all(base_entries: Mapping[str, Measured], now_results: Mapping[str, Measured], threshold: float,
+              thresholds: Mapping[str, float] | None = None, prior: Prior = ACROSS_MACHINES) -> dict[str, Verdict]:
     """Judge every test id present on either side; ``thresholds`` overrides per test id.
 
     Returns test id -> Verdict, sorted by test id; ids only in the baseline are "missing", ids only in

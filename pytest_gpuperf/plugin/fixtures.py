@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from ..core import verdict as verdict_mod
-from ..core.records import Method, Result, of_peak
+from ..core.records import Entry, Method, Result, of_peak
 from ..core.versions import TIMING_VERSION
 from ..core.counters import declared_bytes_note
 from ..measure.device import has_cuda, l2_cache_bytes, peak_name
@@ -75,11 +75,11 @@ class GpuBenchmark:
         return value
 
     def _measure(self, call: Callable[[], Any], inputs: Any, nbytes: int | None,
-                 flops: int | None) -> tuple[dict, Measurement]:
+                 flops: int | None) -> tuple[dict[str, Any], Measurement]:
         perf, settings = self._perf, self._perf.settings
         threshold = self._threshold()
         stored = perf.baseline.entries.get(self._item.nodeid) if perf.baseline is not None else None
-        base = stored if settings.compare else None
+        base = Entry.from_dict(stored) if settings.compare and stored is not None else None
         totals = {"wall_s": 0.0, "measured_s": 0.0, "first_call_s": 0.0}  # all attempts: the test's cost
         phases: dict[str, float] = {}
 
@@ -93,7 +93,7 @@ class GpuBenchmark:
 
         first_medians: list[float] = []
 
-        def run() -> tuple[dict, Measurement]:
+        def run() -> tuple[Result, Measurement]:
             measurement = measure(call, settings.timing, inputs=inputs, prefer=prefer, loaded=loaded,
                                   calibration=perf.calibration)
             for key in totals:
@@ -101,18 +101,17 @@ class GpuBenchmark:
             for phase, seconds in measurement.phases.items():
                 phases[phase] = phases.get(phase, 0.0) + seconds
             record = self._record(measurement, inputs, nbytes, flops)
-            first_medians.append(record["median_ms"])
+            first_medians.append(record.median_ms)
             return record, measurement
 
-        record, measurement, verdict, attempt = verdict_mod.remeasure_while_suspect(
+        result, measurement, verdict, attempt = verdict_mod.remeasure_while_suspect(
             base, run, threshold, settings.retries, judging=settings.compare)
-        result = Result.from_dict(record)
         result.remeasured = attempt
         result.wall_s, result.measured_s, result.first_call_s = totals["wall_s"], totals["measured_s"], \
             totals["first_call_s"]
         result.phases = {phase: round(seconds, 4) for phase, seconds in phases.items()}
         result.threshold = threshold
-        result.baseline = base
+        result.baseline = stored if settings.compare else None
         if settings.save:  # the recording is the first run, not the fastest of a suspect's re-measurements
             result.history = first_medians[:1]
         if verdict is not None:
@@ -129,7 +128,7 @@ class GpuBenchmark:
     def _threshold(self) -> float:
         return marker_threshold(self._item, self._perf.settings.threshold)
 
-    def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None) -> dict[str, Any]:
+    def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None) -> Result:
         s = m.stats
         seconds = s.median_ms / 1e3
         # plain ints: numpy scalars (np.prod(shape) * 4) can't cross to an xdist controller
@@ -171,7 +170,7 @@ class GpuBenchmark:
             counters=counters.to_dict() if counters is not None else None, warnings=warnings,
             wall_s=m.wall_s, measured_s=m.measured_s,
             data=m.samples_ms,
-        ).to_dict()
+        )
 
 
 class _oom_is_skip:

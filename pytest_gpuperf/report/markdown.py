@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.files import atomic_write_text
+from ..core.records import Entry, Result
 from ..core.verdict import DEFAULT_THRESHOLD, judge
 from .rows import COLUMNS, ceiling_line, cells_of, counters_line, grouped, kept_columns, peaks_text, summary_counts
 
@@ -53,7 +54,8 @@ def markdown(results: list[dict], device: dict, software: dict, *, note: str | N
         for r in regressions:
             msg = r.get("message") or ""
             if not msg and isinstance(r.get("baseline"), dict):
-                msg = judge(r["baseline"], r, float(r.get("threshold") or DEFAULT_THRESHOLD)).message
+                msg = judge(Entry.from_dict(r["baseline"]), Result.from_dict(r),
+                            float(r.get("threshold") or DEFAULT_THRESHOLD)).message
             out.append(f"- `{_md_escape(r.get('nodeid', ''))}`: {_md_escape(msg or r.get('verdict'))}")
         out.append("")
     keep = kept_columns(cells_of(r) for r in results)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..core.counters import counters_of
 from ..core.peak_names import COPY_PEAK
+from ..core.records import Entry
 from ..core.units import as_number
 from .plots import _plt, _safe_filename
 from .rows import grouped, series_and_case
@@ -19,7 +20,7 @@ def intensity(record: dict) -> float | None:
     """FLOP per DRAM byte of a result: its declared flops over the bytes its kernels read and wrote
     (None without flops or counters)."""
     flops = as_number(record.get("flops"))
-    counters = counters_of(record)
+    counters = counters_of(Entry.from_dict(record))
     if not flops or counters is None:
         return None
     moved = (counters.center("dram_read_bytes") or 0.0) + (counters.center("dram_write_bytes") or 0.0)

@@ -66,6 +66,7 @@ ENTRY_KEYS = records.ENTRY_KEYS
 #: Seconds to wait for another writer's lock before giving up with a clear message.
 LOCK_TIMEOUT_S = 120.0
 
+_entry = records.Entry.from_dict
 _FLOAT_KEYS = records.ENTRY_FLOAT_KEYS
 _TIME_KEYS = records.ENTRY_TIME_KEYS  # scale with the median
 _RATE_KEYS = records.ENTRY_RATE_KEYS  # scale with 1 / median
@@ -143,7 +144,7 @@ def entry_from_result(result: dict) -> dict:
     return entry
 
 
-def merged_counters(entries: list[dict]) -> dict | None:
+def merged_counters(entries: list[records.Entry]) -> dict | None:
     """The counters of several recordings of one test, oldest first, as one history. Where a
     recording's counts say the code changed (core.counters.code_changed), its history starts there,
     so the old code's counts never widen the new code's allowed spread; smaller moves extend it."""
@@ -158,7 +159,7 @@ def merged_counters(entries: list[dict]) -> dict | None:
 
 def _with_counters(entry: dict, recordings: list[dict]) -> dict:
     """`entry` holding the merged counters of `recordings` (none: no counters key)."""
-    counters = merged_counters(recordings)
+    counters = merged_counters([records.Entry.from_dict(r) for r in recordings])
     entry.pop("counters", None)
     if counters is not None:
         entry["counters"] = counters
@@ -250,7 +251,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
         # A stored entry of this gpuperf's timing counts once per median in its history, an outdated one once.
         counts = collections.Counter()
         for _, e in recs:
-            counts[how_measured(e)] += len(medians(e)) if version_note(e) is None else 1
+            counts[how_measured(e)] += len(medians(_entry(e))) if version_note(e) is None else 1
         how = max(reversed([how_measured(e) for _, e in recs]), key=lambda h: counts[h])
         label, newest = next((lb, e) for lb, e in reversed(recs) if how_measured(e) == how)
         same_how = [e for _, e in recs if how_measured(e) == how]
@@ -261,7 +262,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
         same = [e for e in same_how if alike(e, newest)]
         if len(same) < len(same_how):
             older_versions.append(name)
-        history = noise.window([m for e in same for m in medians(e)])
+        history = noise.window([m for e in same for m in medians(_entry(e))])
         spread = max(history) / min(history) - 1.0
         if spread > max_drift:
             notes.append(f"{name}: medians {', '.join(f'{m:.4g}' for m in history)} ms differ by "
@@ -270,7 +271,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             out[name] = newest
             continue
         legacy = max((e["drift"] for e in same_how if _is_number(e.get("drift"))), default=None)
-        out[name] = _with_counters(with_history(newest, history, legacy, [p for e in same for p in memory_peaks(e)]),
+        out[name] = _with_counters(with_history(newest, history, legacy, [p for e in same for p in memory_peaks(_entry(e))]),
                                    [e for _, e in recs])
     if older_versions:
         were = "was" if len(older_versions) == 1 else "were"
@@ -512,10 +513,10 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
                 for name, entry in entries.items():
                     before = previous.get(name) or {}
                     continued = [before] if before and alike(before, entry) else []  # the recordings it extends
-                    history = [m for e in continued + [entry] for m in medians(e)]
+                    history = [m for e in continued + [entry] for m in medians(_entry(e))]
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
                     legacy = entry.get("drift") or (before.get("drift") if before and how_measured(before) == how_measured(entry) else None)
-                    peaks = [p for e in continued + [entry] for p in memory_peaks(e)]
+                    peaks = [p for e in continued + [entry] for p in memory_peaks(_entry(e))]
                     # counters do not depend on how time was measured: every earlier recording counts
                     entries[name] = _with_counters(with_history(entry, history, legacy, peaks),
                                                    [before, entry] if before else [entry])
