@@ -49,6 +49,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in VARIABLES:
         monkeypatch.setenv(name, "")  # recorded, so that the delenv below is undone too
         monkeypatch.delenv(name)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own, when run under xdist
 
 
 @pytest.fixture
@@ -72,6 +73,7 @@ def test_the_option_points_every_cache_at_a_subfolder_before_the_conftest_is_imp
     folder = suite.path / "cc"
     assert seen(suite, "import") == seen(suite, "body") == expected(folder)
     assert all(Path(path).is_dir() for path in expected(folder).values())
+    assert (folder / ".gitignore").read_text().endswith("\n*\n")  # a folder made here is not to commit
     assert "torch_extensions/py" in os.environ["TORCH_EXTENSIONS_DIR"]  # per Python (and torch) version
     result.stdout.fnmatch_lines([f"gpuperf: compile caches in {folder} (--gpuperf-compile-cache): "
                                  f"{', '.join(VARIABLES)}"])

@@ -55,7 +55,12 @@ def lock_file(path: Path) -> Path:
     # Kept, not removed after a save: a waiter could then hold the unlinked file while a newcomer locks a new one.
     folder = Path(path).parent / LOCK_DIR
     folder.mkdir(exist_ok=True)
-    ignore = folder / ".gitignore"
-    if not ignore.exists():  # concurrent writers write the same text
-        ignore.write_text("# created by pytest-gpuperf: lock files of --gpuperf-save\n*\n", encoding="utf-8")
+    ignored_by_git(folder, "lock files of --gpuperf-save")
     return folder / (Path(path).name + ".lock")
+
+
+def ignored_by_git(folder: Path, what: str) -> None:
+    """Give `folder` a ``.gitignore`` that ignores it all (as pytest's ``.pytest_cache``), unless it has one."""
+    ignore = Path(folder) / ".gitignore"
+    if not ignore.exists():  # concurrent writers write the same text
+        ignore.write_text(f"# created by pytest-gpuperf: {what}\n*\n", encoding="utf-8")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ..core.files import ignored_by_git
 from ..measure.node_gap import CACHE_DIR_ENV
 from .outputs import check_outputs
 
@@ -81,6 +82,7 @@ def apply(config: pytest.Config) -> CompileCache | None:
     folder, where = given
     folder = Path(os.path.abspath(folder))  # the same place for processes started elsewhere (gpuperf ab)
     check_outputs([(where, folder, True)])
+    new = not folder.exists()
     placed, kept = [], []
     for name, sub in folders():
         if name in os.environ:
@@ -93,6 +95,8 @@ def apply(config: pytest.Config) -> CompileCache | None:
             raise pytest.UsageError(f"gpuperf: {where}: cannot create {path} ({exc.strerror or exc})") from None
         os.environ[name] = str(path)
         placed.append(name)
+    if new and placed:  # a folder made here, perhaps inside a checkout: nothing in it is to commit
+        ignored_by_git(folder, "compile caches of --gpuperf-compile-cache")
     cache = CompileCache(folder, where, tuple(placed), tuple(kept))
     config.stash[COMPILE_CACHE] = cache
     return cache
