@@ -60,8 +60,9 @@ DEFAULT_THRESHOLD = 0.05
 #: µs per call a graph-timed median reads high per µs per node of the replay probe's excess
 #: (`slow_replay_us`): on an H100 the suite's single-kernel graph-timed tests read 0.28-0.41 µs
 #: (10th-90th percentile, at most 0.58) higher in a process whose probe read 0.18 above a fresh one
-#: (docs/measurement.md, "Replay state"). One node per call is assumed, so a call of several kernels
-#: is excused less than the state can cost it, never more.
+#: (docs/measurement.md, "Replay state"), per kernel a call launches: its counted launches where both
+#: sides have counters (the fewer), else one, so an uncounted call of several kernels is excused less
+#: than the state can cost it, never more.
 REPLAY_CHARGE = 3.0
 #: Share of a slower or faster change that the run's samples must have moved by, in its direction,
 #: for the message to name the move: a power-capped cuDNN attention forward on an H100 read `faster`
@@ -288,8 +289,11 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
         parts.append(f"a {', '.join(slowed)} slowdown held this run's clocks down and not the baseline's, and "
                      "the lower clock explains the change, so it is not judged slower: run it again on a cooler GPU")
     if replayed:
+        nodes = _graph_nodes(base, now)
+        nodes_text = f" ({nodes:.0f} counted kernels a call)" if nodes > 1 else ""
         parts.append(f"{'this run' if replay_ms > 0 else 'the baseline'}'s process replayed CUDA graphs "
-                     f"{abs(_replay_us(now) - _replay_us(base)):.2f} µs per node slower than the other's "
+                     f"{abs(_replay_us(now) - _replay_us(base)):.2f} µs per node slower than the other's"
+                     f"{nodes_text} "
                      f"(baseline {_replay_us(base):.2f}, now {_replay_us(now):.2f} above a fresh process, after "
                      f"large kernels ran in it), which explains the change, so it is not judged "
                      f"{'slower' if replay_ms > 0 else 'faster'}: see docs/measurement.md, \"Replay state\"")
@@ -342,10 +346,17 @@ def _replay_us(record: Measured) -> float:
     return us if us is not None and us > 0 else 0.0
 
 
+def _graph_nodes(base: Measured, now: Measured) -> float:
+    """Kernels a call launches (graph nodes per call): the fewer of the sides' counted launches, 1
+    where either side has none counted."""
+    counted = [c.center("launches") if c is not None else None for c in (counters_of(base), counters_of(now))]
+    return max(min(counted), 1.0) if all(counted) else 1.0
+
+
 def _replay_shift_ms(base: Measured, now: Measured) -> float:
     """How much higher per call the slow replay state can make `now` read than `base` (ms; negative
     where the baseline's process was the slower one)."""
-    return REPLAY_CHARGE * (_replay_us(now) - _replay_us(base)) / 1e3
+    return REPLAY_CHARGE * _graph_nodes(base, now) * (_replay_us(now) - _replay_us(base)) / 1e3
 
 
 def throttle_reasons(record: Measured) -> list[str]:
