@@ -231,6 +231,7 @@ def test_the_slow_replay_state_is_charged_per_counted_kernel_of_a_call():
     slowed = judge(graph(0.0161, 9), graph(0.0191, 9, slow_replay_us=0.183), 0.05, SAME_MACHINE)
     assert slowed.time == "unsure" and "(9 counted kernels a call)" in slowed.message
     assert judge(graph(0.0161), graph(0.0191, slow_replay_us=0.183), 0.05, SAME_MACHINE).time == "slower"
+    assert judge(graph(0.0161, 9), graph(0.0191, slow_replay_us=0.183), 0.05, SAME_MACHINE).time == "unsure"
     assert judge(graph(0.0161, 9), graph(0.0250, 9, slow_replay_us=0.183), 0.05, SAME_MACHINE).time == "slower"
 
 

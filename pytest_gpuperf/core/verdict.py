@@ -60,8 +60,8 @@ DEFAULT_THRESHOLD = 0.05
 #: µs per call a graph-timed median reads high per µs per node of the replay probe's excess
 #: (`slow_replay_us`): on an H100 the suite's single-kernel graph-timed tests read 0.28-0.41 µs
 #: (10th-90th percentile, at most 0.58) higher in a process whose probe read 0.18 above a fresh one
-#: (docs/measurement.md, "Replay state"), per kernel a call launches: its counted launches where both
-#: sides have counters (the fewer), else one, so an uncounted call of several kernels is excused less
+#: (docs/measurement.md, "Replay state"), per kernel a call launches: its counted launches where a
+#: side has counters (the fewer), else one, so an uncounted call of several kernels is excused less
 #: than the state can cost it, never more.
 REPLAY_CHARGE = 3.0
 #: Share of a slower or faster change that the run's samples must have moved by, in its direction,
@@ -347,10 +347,12 @@ def _replay_us(record: Measured) -> float:
 
 
 def _graph_nodes(base: Measured, now: Measured) -> float:
-    """Kernels a call launches (graph nodes per call): the fewer of the sides' counted launches, 1
-    where either side has none counted."""
-    counted = [c.center("launches") if c is not None else None for c in (counters_of(base), counters_of(now))]
-    return max(min(counted), 1.0) if all(counted) else 1.0
+    """Kernels a call launches (graph nodes per call): the fewer of the sides' counted launches (a
+    count is the same in every process: a baseline's stands for a run timed without counters), 1
+    where neither side has any."""
+    counted = [c.center("launches") for c in (counters_of(base), counters_of(now)) if c is not None]
+    counted = [n for n in counted if n]
+    return max(min(counted), 1.0) if counted else 1.0
 
 
 def _replay_shift_ms(base: Measured, now: Measured) -> float:
