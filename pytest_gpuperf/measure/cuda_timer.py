@@ -14,6 +14,8 @@ from .calibration import Calibration, gc_paused, low, pad_ms
 from .device import ClockState, read_clocks
 from .host_pace import LAUNCH_BOUND_RATIO, HostPace, spin_each_ms, spin_gpu_ms
 from .measurement import CaptureFailure, Measurement, PhaseClock, TimingConfig, should_stop, tensor_bytes
+from .power_cap import (FILL_FACTOR, FILL_FIRST_MS, FILL_GAPS, POWER_CAP_MIN_S, POWER_CAP_STEP_S, POWER_CAP_WARMUP_S,
+                        cap_settled)
 from .replay_state import NODES, SPIN_MS, ReplayProbe, empty_kernel, slowed_by
 
 #: Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs and a launch
@@ -55,24 +57,6 @@ FRAME_SPIN_MS = 0.005
 FRAME_GRAPH_SPINS = 20
 #: Rounding of event times: a frame cost this close to a bound of its range is at that bound.
 FRAME_COST_SLACK_MS = 1e-6
-#: Warm-up added once the power cap holds a call's clock down, at most: on an H100 a full queue of
-#: bf16 matmuls ran at boost clock until the cap brought the clock down 0.13-1.2 s in, and 1 s runs
-#: read 5% apart by whether they sampled before it (docs/measurement.md, "Power cap").
-POWER_CAP_WARMUP_S = 1.0
-#: ... It ends sooner once the cap has settled: after at least POWER_CAP_MIN_S, the last
-#: POWER_CAP_READS clock readings, one every POWER_CAP_STEP_S, all held down by the cap and within
-#: POWER_CAP_SETTLED_MHZ of each other (two of the SM clock's 15 MHz steps).
-POWER_CAP_MIN_S = 0.25
-POWER_CAP_STEP_S = 0.05
-POWER_CAP_READS = 4
-POWER_CAP_SETTLED_MHZ = 30
-#: Device time queued after each batch of a call sampled unbroken while the host reads it: at least
-#: FILL_FIRST_MS, and FILL_FACTOR times the longest of the last FILL_GAPS host gaps between batches
-#: (1.7 ms on an H100 host). Idle between batches raised an H100's capped clock from ~1400 to
-#: 1700-1965 MHz, and its bf16 matmul read 10% under an unbroken loop.
-FILL_FIRST_MS = 5.0
-FILL_FACTOR = 2.0
-FILL_GAPS = 3
 #: Calls of one warm-up, at most.
 MAX_WARMUP_CALLS = 10_000
 
@@ -95,14 +79,6 @@ def graph_timed(gpu_ms: float, host_ms: float, flush_ms: float, flushed: bool, p
     BACK_TO_BACK_GRAPH_BELOW_MS and the device has `room` for a graph of its calls."""
     back_to_back = prefer is None and not flushed and room and gpu_ms < BACK_TO_BACK_GRAPH_BELOW_MS
     return back_to_back or launch_bound(gpu_ms, host_ms, flush_ms, prefer)
-
-
-def cap_settled(readings: list[ClockState]) -> bool:
-    """Has the power cap settled a call's clock? The last POWER_CAP_READS readings are all held down
-    by the cap and within POWER_CAP_SETTLED_MHZ of each other."""
-    last = readings[-POWER_CAP_READS:]
-    clocks = [r.sm_clock_mhz for r in last if r.power_limited and r.sm_clock_mhz]
-    return len(clocks) == POWER_CAP_READS and max(clocks) - min(clocks) <= POWER_CAP_SETTLED_MHZ
 
 
 def graph_calls(gpu_ms: float) -> int:

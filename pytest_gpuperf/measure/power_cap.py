@@ -1,0 +1,33 @@
+"""The power cap's rules for the timer (cuda_timer.py): how long a call the cap holds down is warmed
+up, and how its samples keep the device busy while the host reads them (docs/measurement.md,
+"Power cap")."""
+from __future__ import annotations
+
+from .device import ClockState
+
+#: Warm-up added once the power cap holds a call's clock down, at most: on an H100 a full queue of
+#: bf16 matmuls ran at boost clock until the cap brought the clock down 0.13-1.2 s in, and 1 s runs
+#: read 5% apart by whether they sampled before it (docs/measurement.md, "Power cap").
+POWER_CAP_WARMUP_S = 1.0
+#: ... It ends sooner once the cap has settled: after at least POWER_CAP_MIN_S, the last
+#: POWER_CAP_READS clock readings, one every POWER_CAP_STEP_S, all held down by the cap and within
+#: POWER_CAP_SETTLED_MHZ of each other (two of the SM clock's 15 MHz steps).
+POWER_CAP_MIN_S = 0.25
+POWER_CAP_STEP_S = 0.05
+POWER_CAP_READS = 4
+POWER_CAP_SETTLED_MHZ = 30
+#: Device time queued after each batch of a call sampled unbroken while the host reads it: at least
+#: FILL_FIRST_MS, and FILL_FACTOR times the longest of the last FILL_GAPS host gaps between batches
+#: (1.7 ms on an H100 host). Idle between batches raised an H100's capped clock from ~1400 to
+#: 1700-1965 MHz, and its bf16 matmul read 10% under an unbroken loop.
+FILL_FIRST_MS = 5.0
+FILL_FACTOR = 2.0
+FILL_GAPS = 3
+
+
+def cap_settled(readings: list[ClockState]) -> bool:
+    """Has the power cap settled a call's clock? The last POWER_CAP_READS readings are all held down
+    by the cap and within POWER_CAP_SETTLED_MHZ of each other."""
+    last = readings[-POWER_CAP_READS:]
+    clocks = [r.sm_clock_mhz for r in last if r.power_limited and r.sm_clock_mhz]
+    return len(clocks) == POWER_CAP_READS and max(clocks) - min(clocks) <= POWER_CAP_SETTLED_MHZ
