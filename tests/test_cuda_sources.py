@@ -10,8 +10,8 @@ last, so the real one wins wherever it exists. (ATen/cuda/CUDAContext.h still ca
 without the CUDA math libraries' headers; kernels use c10/cuda/CUDAStream.h for the stream.)
 
 All files compile in parallel, one nvcc per core. Most of the time goes into parsing torch's
-headers: a file that includes them only under `#ifndef __CUDA_ARCH__` (elementwise.cu, softmax.cu)
-spares the device pass that parse.
+headers: every file includes them only in the host pass (common.cuh), which spares the device pass
+that parse (docs/kernels/README.md, "The test command on a CPU").
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// What the one-input CUDA C++ kernels (elementwise.cu, softmax.cu) share word for word.
+// What the CUDA C++ kernels share word for word (matmul.cu only the host pass's torch headers).
 //
 // Both nvcc passes: the dtype tag the torch wrapper hands to the plain-CUDA dispatcher, and the
 // element <-> fp32 conversions (bf16/fp16 math is done in fp32, rounded to nearest on the way out).

@@ -13,7 +13,11 @@
 // from L2. Any M, N, K: edge tiles are zero-filled on load and masked on store; the 16-byte
 // path needs K % 4 == 0, N % 4 == 0 and 16-byte aligned bases, otherwise scalar loads are used.
 //
-// Build for a kernel-only resource check: nvcc -DMATMUL_KERNEL_ONLY -arch=sm_90a -cubin ...
+// Build for a kernel-only resource check: nvcc -DGPUPERF_KERNELS_ONLY -arch=sm_90a -cubin ...
+// The torch wrapper is compiled in the host pass only (its headers: common.cuh), so the device
+// pass never parses torch's headers.
+#include "common.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -170,16 +174,14 @@ inline cudaError_t launch_sgemm(const float* A, const float* B, float* C, int M,
 
 }  // namespace gpuperf_matmul
 
-#ifndef MATMUL_KERNEL_ONLY
-#include <c10/cuda/CUDAStream.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <torch/extension.h>
+#if !defined(__CUDA_ARCH__) && !defined(GPUPERF_KERNELS_ONLY)  // host pass only: torch and pybind11 (common.cuh)
+#include <ATen/ops/empty.h>
 
 #include <limits>
 
-torch::Tensor matmul(torch::Tensor a, torch::Tensor b) {
+at::Tensor matmul(at::Tensor a, at::Tensor b) {
   TORCH_CHECK(a.is_cuda() && b.is_cuda(), "matmul: both operands must be CUDA tensors");
-  TORCH_CHECK(a.scalar_type() == torch::kFloat32 && b.scalar_type() == torch::kFloat32,
+  TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat,
               "matmul: the SIMT kernel is fp32 only, got ", a.scalar_type(), " and ", b.scalar_type());
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "matmul: needs (M, K) @ (K, N), got ",
               a.sizes(), " @ ", b.sizes());
@@ -189,7 +191,7 @@ torch::Tensor matmul(torch::Tensor a, torch::Tensor b) {
   const c10::cuda::CUDAGuard guard(a.device());
   a = a.contiguous();
   b = b.contiguous();
-  auto c = torch::empty({M, N}, a.options());
+  auto c = at::empty({M, N}, a.options());
   if (M == 0 || N == 0) return c;
   if (K == 0) return c.zero_();
   const cudaError_t err =
@@ -202,4 +204,4 @@ torch::Tensor matmul(torch::Tensor a, torch::Tensor b) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("matmul", &matmul, "C = A @ B for fp32 A (M x K), B (K x N): shared-memory tiled SIMT SGEMM");
 }
-#endif
+#endif  // !__CUDA_ARCH__ && !GPUPERF_KERNELS_ONLY
