@@ -21,14 +21,14 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import counters_of, merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
-from .core.records import Entry, Method, Result
+from .core.records import Entry, Measured, Method, Result
 from .core.units import as_number, plural
 from .core.verdict import DEFAULT_THRESHOLD, Verdict, is_regression, judge, throttle_reasons
 from .store.baseline import BaselineError, alike, baseline_path, load
@@ -67,7 +67,7 @@ class Side:
     label: str
     revision: str
     root: Path
-    rounds: list[dict[str, dict]] = field(default_factory=list)
+    rounds: list[dict[str, Result]] = field(default_factory=list)
     failed: int = 0
     failed_tests: set[str] = field(default_factory=set)  # as pytest's short summary names them
     seconds: float = 0.0
@@ -97,14 +97,14 @@ class Side:
     def offsets(self) -> list[float]:
         """ms per call each round's graph-timed tests read above the side's typical round
         (`core.noise.process_offsets`)."""
-        return process_offsets([{i: r["median_ms"] for i, r in measured.items() if _graph_timed(r)}
+        return process_offsets([{i: r.median_ms for i, r in measured.items() if _graph_timed(r)}
                                 for measured in self.rounds])
 
     def measured(self) -> collections.Counter:
         """Test id -> how many of the side's rounds measured it."""
         return collections.Counter(i for measured in self.rounds for i in measured)
 
-    def combined(self, offsets: Sequence[float] | None = None) -> dict[str, dict]:
+    def combined(self, offsets: Sequence[float] | None = None) -> dict[str, Result]:
         """Test id -> the side's rounds of it as one record (see `combined`). With `offsets` (one per
         round, `offsets()`), each is taken off the graph-timed tests the side measured in
         OFFSET_MIN_ROUNDS rounds or more (those it was estimated from; a test decided in round 1 keeps
@@ -118,16 +118,16 @@ class Side:
         return {i: combined([r[i] for r in rounds if i in r]) for i in ids}
 
 
-def _graph_timed(record: dict) -> bool:
-    return record.get("method") == Method.GRAPH.value
+def _graph_timed(record: Measured) -> bool:
+    return record.method == Method.GRAPH.value
 
 
-def _less(record: dict, offset_ms: float) -> dict:
+def _less(record: Result, offset_ms: float) -> Result:
     """The record with its median less a process offset (unchanged where that would leave nothing).
     Where the process replayed graphs slower than the side's other rounds, the offset holds what that
     cost, so the record no longer claims it (slow_replay_us) and the verdict does not excuse it again."""
-    median = record["median_ms"] - offset_ms
-    return dict(record, median_ms=median, slow_replay_us=None) if median > 0 else record
+    median = record.median_ms - offset_ms
+    return replace(record, median_ms=median, slow_replay_us=None) if median > 0 else record
 
 
 def git(args: Sequence[str], cwd: Path) -> str:
@@ -233,7 +233,7 @@ class AbRun:
             what = "collected no tests" if status == PYTEST_NO_TESTS else f"exited with status {status}"
             raise AbError(f"{side.label} ({side.revision}): pytest {what}: {' | '.join(tail) or 'no output'}")
         side.device, side.software, records = load_recording(json_path)
-        side.rounds.append({r["nodeid"]: r for r in records if r.get("median_ms")})
+        side.rounds.append({r.nodeid: r for r in records if r.median_ms})
         failed = failed_count(log) if status == 1 else 0
         side.failed = max(side.failed, failed)
         if failed:
@@ -251,23 +251,20 @@ def failures_text(side: Side) -> str:
     return f"{plural(len(names), 'test')} failed: {', '.join(names[:NAMED_FAILURES])}{more}"
 
 
-def combined(records: list[dict]) -> dict:
+def combined(records: list[Result]) -> Result:
     """A side's rounds of one test as one record: the last round's record with every round's median
     in `history` and their center as the median, every round's throttle reasons, their middle
     SM clock (the verdict weighs a thermal slowdown by it) and their middle slow-replay reading
     (a round in a fresh process counting 0), which stand for the side as its median does."""
-    record = dict(records[-1])
-    record["history"] = [r["median_ms"] for r in records]
-    record["median_ms"] = center(record["history"])
-    reasons = {t for r in records for t in throttle_reasons(Entry.from_dict(r))}
-    record["throttle"] = sorted(reasons)
-    clocks = [r["sm_clock_mhz"] for r in records if isinstance(r.get("sm_clock_mhz"), int)]
-    record["sm_clock_mhz"] = statistics.median_high(clocks) if clocks else None
-    slowed = [as_number(r.get("slow_replay_us")) or 0.0 for r in records]
-    record["slow_replay_us"] = statistics.median_high(slowed) or None
-    counted = merge_all([counters_of(Entry.from_dict(r)) for r in records])  # only the rounds that counted carry them
-    record["counters"] = counted.to_dict() if counted is not None else None
-    return record
+    history = [r.median_ms for r in records]
+    clocks = [r.sm_clock_mhz for r in records if isinstance(r.sm_clock_mhz, int)]
+    slowed = [as_number(r.slow_replay_us) or 0.0 for r in records]
+    counted = merge_all([counters_of(r) for r in records])  # only the rounds that counted carry them
+    return replace(records[-1], history=history, median_ms=center(history),
+                   throttle=sorted({t for r in records for t in throttle_reasons(r)}),
+                   sm_clock_mhz=statistics.median_high(clocks) if clocks else None,
+                   slow_replay_us=statistics.median_high(slowed) or None,
+                   counters=counted.to_dict() if counted is not None else None)
 
 
 #: A stored entry's recordings pool into a graph-timed test's spread (`stored_spreads`) when it holds
@@ -275,7 +272,7 @@ def combined(records: list[dict]) -> dict:
 STORED_MIN_RECORDINGS = 3
 
 
-def stored_spreads(directory: Path | None, device: dict | None, say: Callable[[str], None]) -> dict[str, dict]:
+def stored_spreads(directory: Path | None, device: dict | None, say: Callable[[str], None]) -> dict[str, Entry]:
     """Test id -> the graph-timed entries with STORED_MIN_RECORDINGS or more in this GPU's stored
     baseline (`directory/<key>.yaml`, the base revision's copy), whose recordings pool into the
     test's A/B spread. A graph-timed call moves between processes with where its few blocks land, as
@@ -296,18 +293,18 @@ def stored_spreads(directory: Path | None, device: dict | None, say: Callable[[s
         say(f"gpuperf ab: no stored baseline {path} in the base revision: each test is judged from its rounds alone")
         return {}
     entries = {i: e for i, e in stored.entries.items()
-               if _graph_timed(e) and len(e.get("history") or []) >= STORED_MIN_RECORDINGS}
+               if _graph_timed(e) and len(e.history or []) >= STORED_MIN_RECORDINGS}
     say(f"gpuperf ab: {plural(len(entries), 'graph-timed entry', 'graph-timed entries')} of {path} "
         f"{'holds' if len(entries) == 1 else 'hold'} {STORED_MIN_RECORDINGS} or more recordings; their spread pools "
         f"into their tests'")
     return entries
 
 
-def _stored_history(record: dict, entry: dict | None) -> list[float]:
+def _stored_history(record: Result, entry: Entry | None) -> list[float]:
     """The stored recordings of the base's record of a test, where they were measured as this run
     measures it (graph-timed, same cache mode and timing): their spread pools into the test's."""
     usable = entry is not None and _graph_timed(record) and alike(entry, record)
-    return entry["history"] if usable else []
+    return entry.history if usable else []
 
 
 def _in_base(path: Path | None, cwd: Path, repo: Path, base_root: Path) -> Path | None:
@@ -326,7 +323,7 @@ def _in_base(path: Path | None, cwd: Path, repo: Path, base_root: Path) -> Path 
 _CLAIM = {"same": 0, "unsure": 1, "slower": 2, "faster": 2}
 
 
-def judge_sides(base: Side, head: Side, stored: dict[str, dict] | None = None) -> dict[str, Verdict]:
+def judge_sides(base: Side, head: Side, stored: Mapping[str, Entry] | None = None) -> dict[str, Verdict]:
     """Each test of either side judged from its rounds at its own threshold (marker, else the
     pytest arguments' --gpuperf-threshold, else the default) (test id -> Verdict). `stored`: the
     entries whose recordings pool into a test's spread (`stored_spreads`).
@@ -347,25 +344,21 @@ def judge_sides(base: Side, head: Side, stored: dict[str, dict] | None = None) -
     return verdicts
 
 
-def _judge(old: dict[str, dict], new: dict[str, dict], stored: dict[str, dict]) -> dict[str, Verdict]:
+def _judge(old: Mapping[str, Result], new: Mapping[str, Result], stored: Mapping[str, Entry]) -> dict[str, Verdict]:
     out = {}
     for nodeid in sorted(old.keys() | new.keys()):
-        recorded = (new.get(nodeid) or old[nodeid]).get("threshold")
+        recorded = (new.get(nodeid) or old[nodeid]).threshold
         limit = recorded if recorded is not None else DEFAULT_THRESHOLD
         base, now = old.get(nodeid), new.get(nodeid)
         related = _stored_history(base, stored.get(nodeid)) if base is not None else []
-        out[nodeid] = judge(_result(base), _result(now), float(limit), prior=SAME_MACHINE, related=related)
+        out[nodeid] = judge(base, now, float(limit), prior=SAME_MACHINE, related=related)
     return out
-
-
-def _result(record: dict | None) -> Result | None:
-    return Result.from_dict(record) if record is not None else None
 
 
 def first_methods(side: Side) -> dict[str, str]:
     """The timing method each test took in the side's first round (events or graph), for the others to use."""
     timed = (Method.EVENTS.value, Method.GRAPH.value)
-    return {i: r["method"] for i, r in side.rounds[0].items() if r.get("method") in timed}
+    return {i: r.method for i, r in side.rounds[0].items() if r.method in timed}
 
 
 #: Rounds a side measures a `slower` or `faster` test, `--rounds` permitting, before the verdict
@@ -434,13 +427,13 @@ def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side,
 
 
 def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str] | None = None,
-              spreads: Callable[[dict | None], dict[str, dict]] | None = None) -> dict[str, Verdict]:
+              spreads: Callable[[dict | None], dict[str, Entry]] | None = None) -> dict[str, Verdict]:
     """The rounds of one GPU: base and head in alternating processes, every round after the first
     only the undecided tests; returns the verdicts. `select`: the tests to run (None: all that the
     pytest arguments select). `spreads`: the stored entries for a device (default `stored_spreads`)."""
     spreads = spreads or (lambda device: stored_spreads(co.baseline_dir, device, run.say))
     verdicts: dict[str, Verdict] = {}
-    stored: dict[str, dict] | None = None
+    stored: dict[str, Entry] | None = None
     plan = Plan(select=select)
     for index in range(max(run.rounds, 1)):
         for side in ((base, head) if index % 2 == 0 else (head, base)):
@@ -500,10 +493,11 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
     results = []
     for nodeid, record in new.items():
         v = verdicts[nodeid]
-        results.append(dict(record, baseline=old.get(nodeid), verdict=v.time, memory_verdict=v.memory,
-                            change=v.change, memory_change=v.memory_change, noise_bound=v.noise_bound,
-                            fixed_bound=v.fixed_bound, detects=v.detectable, message=v.message,
-                            counter_verdict=v.counters, regression=is_regression(v)))
+        base = Entry.of(old[nodeid]) if nodeid in old else None
+        results.append(replace(record, baseline=base, verdict=v.time, memory_verdict=v.memory,
+                               change=v.change, memory_change=v.memory_change, noise_bound=v.noise_bound,
+                               fixed_bound=v.fixed_bound, detects=v.detectable, message=v.message,
+                               counter_verdict=v.counters, regression=is_regression(v)))
     note = f"incomplete run: {incomplete}" if incomplete else None
     if note:
         say(f"gpuperf ab: {note}")

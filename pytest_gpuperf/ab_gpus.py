@@ -20,6 +20,7 @@ from .ab import AbError, AbIncomplete, AbRun, Checkout, Side, alternate, checkou
 from .ab_process import PYTEST_NO_TESTS, only_in_head, stop_children
 from .core.shards import partition
 from .core.units import plural
+from .core.records import Entry
 from .core.verdict import Verdict
 
 #: pytest's option and plugin of the listing process.
@@ -143,7 +144,7 @@ def compare_on_gpus(run: AbRun, cwd: Path, revision: str, gpus: Sequence[str]) -
 
 
 def _run_part(run: AbRun, co: Checkout, part: Part, stop: threading.Event, first: threading.Lock,
-              spreads: Callable[[dict | None], dict[str, dict]]) -> None:
+              spreads: Callable[[dict | None], dict[str, Entry]]) -> None:
     """The rounds of one GPU (`ab.alternate`), its files in a folder of its own; a failure is kept
     in the part and stops the other GPUs before their next process."""
     work = co.work / f"gpu{part.gpu}"
@@ -169,11 +170,11 @@ def _run_part(run: AbRun, co: Checkout, part: Part, stop: threading.Event, first
             stop.set()
 
 
-def _shared_spreads(co: Checkout, say: Callable[[str], None]) -> Callable[[dict | None], dict[str, dict]]:
+def _shared_spreads(co: Checkout, say: Callable[[str], None]) -> Callable[[dict | None], dict[str, Entry]]:
     """`ab.stored_spreads` read once for all the GPUs' parts (they share one GPU model)."""
     lock, cache = threading.Lock(), {}
 
-    def spreads(device: dict | None) -> dict[str, dict]:
+    def spreads(device: dict | None) -> dict[str, Entry]:
         key = (device or {}).get("key")
         with lock:
             if key not in cache:

@@ -21,6 +21,7 @@ import shutil
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .ab import DEFAULT_ROUNDS
@@ -61,8 +62,8 @@ def _load(path: str):
     return load_results(Path(path))
 
 
-def _by_id(results: list[dict]) -> dict[str, dict]:
-    return {r["nodeid"]: r for r in results}
+def _by_id(results: list[Result]) -> dict[str, Result]:
+    return {r.nodeid: r for r in results}
 
 
 def _cmd_compare(args) -> int:
@@ -97,13 +98,11 @@ def _cmd_compare(args) -> int:
     if threshold is None:
         for key, rec in new_map.items():
             try:
-                if rec.get("threshold") is not None:
-                    recorded[key] = parse_threshold(rec["threshold"])
+                if rec.threshold is not None:
+                    recorded[key] = parse_threshold(rec.threshold)
             except ValueError:
                 pass
-    verdicts = judge_all({k: Result.from_dict(r) for k, r in old_map.items()},
-                         {k: Result.from_dict(r) for k, r in new_map.items()},
-                         DEFAULT_THRESHOLD if threshold is None else threshold, recorded)
+    verdicts = judge_all(old_map, new_map, DEFAULT_THRESHOLD if threshold is None else threshold, recorded)
     print(f"gpuperf compare: {args.old} -> {args.new}")
     print("\n".join(compare_lines(verdicts, old_map, new_map, width=_width())))
     return EXIT_SLOWER if any(is_regression(v) for v in verdicts.values()) else EXIT_OK
@@ -213,8 +212,8 @@ def _cmd_merge(args) -> int:
     baseline_mod.save(out, device, software, entries, keep_others=False)
     print(f"gpuperf merge: {plural(len(args.files), 'recording')} of {device['key']} -> {out}: "
           f"{plural(len(entries), 'entry', 'entries')}")
-    spreads = sorted(((log_spread(e["history"])[0], name) for name, e in entries.items()
-                      if len(e.get("history") or []) > 1), reverse=True)
+    spreads = sorted(((log_spread(e.history)[0], name) for name, e in entries.items()
+                      if len(e.history or []) > 1), reverse=True)
     if spreads:
         values = [s for s, _ in spreads]
         print(f"run-to-run spread (sd of a test's recorded medians), "
@@ -228,12 +227,12 @@ def _cmd_merge(args) -> int:
     return EXIT_OK
 
 
-def _regressed(record: dict) -> bool:
+def _regressed(record: Result) -> bool:
     """Whether a result's stored verdicts fail it, by the gate's rule (core.verdict.is_regression)."""
     from types import SimpleNamespace
 
-    return is_regression(SimpleNamespace(time=record.get("verdict"), memory=record.get("memory_verdict"),
-                                         counters=record.get("counter_verdict")))
+    return is_regression(SimpleNamespace(time=record.verdict, memory=record.memory_verdict,
+                                         counters=record.counter_verdict))
 
 
 def _cmd_merge_shards(args) -> int:
@@ -271,17 +270,17 @@ def _cmd_merge_shards(args) -> int:
     owner, records = {}, []
     for f, _, _, recs, _ in loaded:
         for rec in recs:
-            if rec["nodeid"] in owner:
-                raise _UsageError(f"{f}: {rec['nodeid']} is also in {owner[rec['nodeid']]}; shards are disjoint, "
+            if rec.nodeid in owner:
+                raise _UsageError(f"{f}: {rec.nodeid} is also in {owner[rec.nodeid]}; shards are disjoint, "
                                   f"so these files are not the shards of one run")
-            owner[rec["nodeid"]] = f
-            records.append(dict(rec, regression=_regressed(rec)))
+            owner[rec.nodeid] = f
+            records.append(replace(rec, regression=_regressed(rec)))
     software = next((sw for _, _, sw, _, _ in loaded if sw), {})
     print(f"gpuperf merge-shards: {plural(len(args.files), 'file')}, {plural(len(records), 'result')}")
     print("\n".join(terminal_lines(records, device, width=_width())))
-    regressions = [r for r in records if r["regression"]]
+    regressions = [r for r in records if r.regression]
     for r in regressions:
-        print(f"REGRESSION {r['nodeid']}: {r.get('message') or r.get('verdict')}")
+        print(f"REGRESSION {r.nodeid}: {r.message or r.verdict}")
     if args.output is not None:
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         write_json(args.output, records, device, software, started)

@@ -13,6 +13,7 @@ from pytest_gpuperf import ab, cli
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import results as results_store
 from pytest_gpuperf.store.plan import Plan
+from typed import result
 
 pytest_plugins = ["pytester"]
 
@@ -104,7 +105,7 @@ def fake_runner(medians: dict[str, dict[str, float]], calls: list, thresholds: d
                     "noise": 0.001, "samples": 100, "ci_ms": [median[i] * 0.999, median[i] * 1.001],
                     "method": method, "cache": "cold", "timing": TIMING_VERSION,
                     "threshold": (thresholds or {}).get(i, 0.05)} for i in ids]
-        results_store.write_json(json_path, results, {"key": "sim"}, {}, "2026-11-25T00:00:00")
+        results_store.write_json(json_path, [result(r) for r in results], {"key": "sim"}, {}, "2026-11-25T00:00:00")
         log.write_text(f"{len(ids)} passed\n")
         return 0
 
@@ -164,14 +165,15 @@ def test_a_process_whose_graph_timed_calls_all_read_apart_is_corrected(repo: Pat
     assert ab.report(verdicts, base, head, say=lines.append) == 0
     assert any("base's graph-timed calls" in line and "round 1 -0.300 µs" in line for line in lines)
     assert verdicts["t::k0"].message.startswith("same") and "process offsets taken off" in verdicts["t::k0"].message
-    assert base.combined()["t::k0"]["history"][0] == 0.0017  # what the JSON and the table show: as measured
+    assert base.combined()["t::k0"].history[0] == 0.0017  # what the JSON and the table show: as measured
 
 
 def test_a_record_with_its_process_offset_taken_off_no_longer_claims_slow_replays() -> None:
     """The offset already holds what the process's slow graph replays cost (measure/replay_state.py);
     the verdict must not excuse the change by them a second time."""
-    record = {"median_ms": 0.0023, "method": "graph", "slow_replay_us": 0.18}
-    assert ab._less(record, 0.0003) == {"median_ms": pytest.approx(0.002), "method": "graph", "slow_replay_us": None}
+    record = result({"median_ms": 0.0023, "method": "graph", "slow_replay_us": 0.18})
+    less = ab._less(record, 0.0003)
+    assert (less.median_ms, less.method, less.slow_replay_us) == (pytest.approx(0.002), "graph", None)
     assert ab._less(record, 0.003) is record
 
 
@@ -179,11 +181,11 @@ def test_a_sides_slow_replay_reading_is_its_rounds_middle_one() -> None:
     """Later rounds often run in fresh processes: one slowed round of three does not make the side's
     pooled median a slowed one, two do."""
     def rounds(*slowed):
-        return [{"median_ms": 0.002, "method": "graph", "slow_replay_us": us} for us in slowed]
+        return [result({"median_ms": 0.002, "method": "graph", "slow_replay_us": us}) for us in slowed]
 
-    assert ab.combined(rounds(0.18, None, None))["slow_replay_us"] is None
-    assert ab.combined(rounds(0.18, 0.17, None))["slow_replay_us"] == 0.17
-    assert ab.combined(rounds(None))["slow_replay_us"] is None
+    assert ab.combined(rounds(0.18, None, None)).slow_replay_us is None
+    assert ab.combined(rounds(0.18, 0.17, None)).slow_replay_us == 0.17
+    assert ab.combined(rounds(None)).slow_replay_us is None
 
 
 def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
@@ -202,8 +204,8 @@ def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
     assert head.offsets() == [pytest.approx(0.0004), 0.0, 0.0] and not any(base.offsets())
     assert verdicts["t::mid"].time == "same" and {v.time for v in verdicts.values()} <= {"same", "unsure"}
     corrected = head.combined(head.offsets())
-    assert corrected["t::mid"]["history"] == [0.00505] and corrected["t::tiny"]["history"] == [0.0003] * 3
-    assert corrected["t::k0"]["history"] == [pytest.approx(0.002)] * 3
+    assert corrected["t::mid"].history == [0.00505] and corrected["t::tiny"].history == [0.0003] * 3
+    assert corrected["t::k0"].history == [pytest.approx(0.002)] * 3
     assert ab.report(verdicts, base, head, say=lambda line: None) == 0
 
 
@@ -362,7 +364,7 @@ def test_a_base_failing_after_the_heads_round_leaves_both_sides_at_the_rounds_be
     with pytest.raises(ab.AbIncomplete, match=r"base \(HEAD .*exited with status -11.*round 2") as caught:
         ab.compare_revisions(run, repo, "HEAD")
     assert len(caught.value.base.rounds) == len(caught.value.head.rounds) == 1
-    assert caught.value.head.combined()["t::a"]["history"] == [1.3]
+    assert caught.value.head.combined()["t::a"].history == [1.3]
 
 
 def test_a_plan_runs_only_its_tests_and_a_bad_plan_names_the_option(pytester: pytest.Pytester) -> None:
@@ -445,10 +447,10 @@ def test_failed_tests_are_read_from_the_short_summary_only(tmp_path: Path) -> No
 def test_a_sides_rounds_combine_their_throttle_reasons_and_clocks() -> None:
     """The verdict excuses a thermal slowdown only where the lower clock explains it: a side's
     record carries every round's reasons and their middle clock, not the last round's."""
-    rounds = [{"median_ms": 1.0, "throttle": ["sw_thermal"], "sm_clock_mhz": 1600},
-              {"median_ms": 1.1, "throttle": [], "sm_clock_mhz": 1800},
-              {"median_ms": 1.05, "throttle": ["sw_power_cap"], "sm_clock_mhz": 1700}]
+    rounds = [result({"median_ms": 1.0, "throttle": ["sw_thermal"], "sm_clock_mhz": 1600}),
+              result({"median_ms": 1.1, "throttle": [], "sm_clock_mhz": 1800}),
+              result({"median_ms": 1.05, "throttle": ["sw_power_cap"], "sm_clock_mhz": 1700})]
     record = ab.combined(rounds)
-    assert record["throttle"] == ["sw_power_cap", "sw_thermal"] and record["sm_clock_mhz"] == 1700
-    assert record["history"] == [1.0, 1.1, 1.05]
-    assert ab.combined([{"median_ms": 1.0}])["sm_clock_mhz"] is None
+    assert record.throttle == ["sw_power_cap", "sw_thermal"] and record.sm_clock_mhz == 1700
+    assert record.history == [1.0, 1.1, 1.05]
+    assert ab.combined([result({"median_ms": 1.0})]).sm_clock_mhz is None

@@ -15,6 +15,7 @@ from pytest_gpuperf import ab, ab_gpus, cli
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import results as results_store
 from pytest_gpuperf.store.plan import Plan
+from typed import result
 
 pytest_plugins = ["pytester"]
 
@@ -77,7 +78,7 @@ class FakeHost:
         results = [{"nodeid": i, "name": i, "param": "", "group": "g", "median_ms": median[i], "noise": 0.001,
                     "samples": 100, "ci_ms": [median[i] * 0.999, median[i] * 1.001], "method": "events",
                     "cache": "cold", "timing": TIMING_VERSION, "threshold": 0.05} for i in ids]
-        results_store.write_json(json_path, results, {"key": "sim"}, {}, "2026-11-29T00:00:00")
+        results_store.write_json(json_path, [result(r) for r in results], {"key": "sim"}, {}, "2026-11-29T00:00:00")
         log.write_text(f"{len(ids)} passed\n")
         return 0
 

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import textwrap
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import yaml
 from pytest_gpuperf.core.files import LOCK_DIR
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import baseline as bl
+from pytest_gpuperf.core.records import Entry, Result
 from pytest_gpuperf.store.baseline import Baseline, BaselineError
 
 DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132,
@@ -26,7 +28,7 @@ DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capa
 SOFTWARE = {"torch": "2.11.0+cu130", "triton": "3.6.0", "cuda": "13.0", "driver": "580.1", "python": "3.12.3"}
 
 
-def result(nodeid: str, median_ms: float = 1.0, **kw) -> dict:
+def result(nodeid: str, median_ms: float = 1.0, **kw) -> Result:
     r = {"nodeid": nodeid, "name": "test_x", "param": nodeid.split("[")[-1].rstrip("]"), "group": "test_x",
          "median_ms": median_ms, "mean_ms": median_ms * 1.01, "min_ms": median_ms * 0.98, "max_ms": median_ms * 1.2,
          "stddev_ms": median_ms * 0.01, "noise": 0.01, "ci_ms": (median_ms * 0.995, median_ms * 1.005),
@@ -34,7 +36,7 @@ def result(nodeid: str, median_ms: float = 1.0, **kw) -> dict:
          "peak_memory_bytes": 1 << 30, "method": "events", "cache": "cold", "sm_clock_mhz": 1980, "throttle": [],
          "data": [median_ms] * 5, "verdict": "same", "baseline": None, "threshold": 0.05}
     r.update(kw)
-    return r
+    return Result.from_dict(r)
 
 
 def entries(*ids, median_ms=1.0):
@@ -47,22 +49,22 @@ def test_baseline_path():
 
 def test_entry_from_result_keeps_only_entry_keys():
     e = bl.entry_from_result(result("t.py::test_x[a]", 0.5))
-    assert set(e) <= set(bl.ENTRY_KEYS)
+    assert set(e.to_dict()) <= set(bl.ENTRY_KEYS)
     for k in ("median_ms", "mean_ms", "min_ms", "stddev_ms", "noise", "samples", "gbps", "tflops", "pct_of_peak",
               "peak_memory_bytes", "method", "cache", "sm_clock_mhz"):
-        assert k in bl.ENTRY_KEYS and k in e
-    assert "data" not in e and "verdict" not in e and "baseline" not in e and "nodeid" not in e
-    assert e["ci_ms"] == [0.4975, 0.5025] and isinstance(e["samples"], int)
-    assert e["tflops"] is None
+        assert k in bl.ENTRY_KEYS and k in e.to_dict()
+    assert not {"data", "verdict", "baseline", "nodeid"} & set(e.to_dict())
+    assert e.ci_ms == [0.4975, 0.5025] and isinstance(e.samples, int)
+    assert e.tflops is None
 
 
 def test_an_entry_says_loaded_only_where_it_was():
     """`loaded` (sampled in an unbroken loop under the power cap) is stored only where it holds, so the
     entries of calls the cap never held down stay as they were."""
-    assert "loaded" not in bl.entry_from_result(result("t.py::test_x[a]", 0.5))
-    assert bl.entry_from_result(dict(result("t.py::test_x[a]", 0.5), loaded=True))["loaded"] is True
-    assert "slow_replay_us" not in bl.entry_from_result(dict(result("t.py::test_x[a]", 0.5), slow_replay_us=None))
-    assert bl.entry_from_result(dict(result("t.py::test_x[a]", 0.5), slow_replay_us=0.18))["slow_replay_us"] == 0.18
+    assert "loaded" not in bl.entry_from_result(result("t.py::test_x[a]", 0.5)).to_dict()
+    assert bl.entry_from_result(replace(result("t.py::test_x[a]", 0.5), loaded=True)).loaded is True
+    assert "slow_replay_us" not in bl.entry_from_result(replace(result("t.py::test_x[a]", 0.5), slow_replay_us=None)).to_dict()
+    assert bl.entry_from_result(replace(result("t.py::test_x[a]", 0.5), slow_replay_us=0.18)).slow_replay_us == 0.18
 
 
 def test_load_missing_file_is_none(tmp_path):
@@ -79,7 +81,7 @@ def test_save_load_round_trip(tmp_path):
     loaded = bl.load(path, DEVICE["key"])
     assert loaded.device == DEVICE and loaded.software == SOFTWARE
     assert loaded.recorded_at == saved.recorded_at
-    assert loaded.entries == {k: dict(e, history=[1.0]) for k, e in entries(*ids).items()}  # its first recording
+    assert loaded.entries == {k: replace(e, history=[1.0]) for k, e in entries(*ids).items()}  # its first recording
     doc = yaml.safe_load(path.read_text())
     assert list(doc) == ["schema_version", "device", "software", "recorded_at", "entries"]
     assert doc["schema_version"] == bl.SCHEMA_VERSION == 3 and path.read_text().endswith("\n...\n")
@@ -113,10 +115,10 @@ def test_merge_keeps_unrun_entries_and_replaces_run_ones(tmp_path):
     bl.save(path, dict(DEVICE, peaks={"copy_gbps": 3100.0}), new_software, entries("t::b", "t::c", median_ms=2.0))
     b = bl.load(path, DEVICE["key"])
     assert sorted(b.entries) == ["t::a", "t::b", "t::c"]
-    assert b.entries["t::a"]["median_ms"] == 1.0 and b.entries["t::a"]["history"] == [1.0]  # not run: kept
-    assert b.entries["t::b"]["history"] == [1.0, 2.0]  # run: its median joins the history
-    assert b.entries["t::b"]["median_ms"] == pytest.approx(2 ** 0.5, rel=1e-5)  # whose center it moves to
-    assert b.entries["t::c"]["history"] == [2.0]
+    assert b.entries["t::a"].median_ms == 1.0 and b.entries["t::a"].history == [1.0]  # not run: kept
+    assert b.entries["t::b"].history == [1.0, 2.0]  # run: its median joins the history
+    assert b.entries["t::b"].median_ms == pytest.approx(2 ** 0.5, rel=1e-5)  # whose center it moves to
+    assert b.entries["t::c"].history == [2.0]
     assert b.software["torch"] == "2.12.0" and b.device["peaks"] == {"copy_gbps": 3100.0}
 
 
@@ -124,27 +126,27 @@ def test_an_entry_re_recorded_with_another_timing_version_starts_a_new_history_a
     """Medians of another timing version are not comparable, but a legacy drift is a relative spread,
     which a change of timing version (a ~1 µs offset) leaves as it was."""
     path = tmp_path / "b.yaml"
-    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(entries("t::a", median_ms=1.1)["t::a"], drift=0.05)})  # timing 1
-    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(entries("t::a")["t::a"], timing=2)})
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": replace(entries("t::a", median_ms=1.1)["t::a"], drift=0.05)})  # timing 1
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": replace(entries("t::a")["t::a"], timing=2)})
     entry = bl.load(path, DEVICE["key"]).entries["t::a"]
-    assert entry["drift"] == 0.05 and entry["history"] == [1.0] and entry["median_ms"] == 1.0
+    assert entry.drift == 0.05 and entry.history == [1.0] and entry.median_ms == 1.0
 
 
 def test_combine_keeps_timing_versions_apart_but_keeps_their_drift():
-    old = dict(entries("t::a", median_ms=1.10)["t::a"], method="events", cache="cold", drift=0.05)  # timing 1
-    new = dict(entries("t::a", median_ms=1.00)["t::a"], method="events", cache="cold", timing=2)
+    old = replace(entries("t::a", median_ms=1.10)["t::a"], method="events", cache="cold", drift=0.05)  # timing 1
+    new = replace(entries("t::a", median_ms=1.00)["t::a"], method="events", cache="cold", timing=2)
     out, notes = bl.combine([("a", {"t::a": old}), ("b", {"t::a": new})])
-    assert out["t::a"]["median_ms"] == pytest.approx(1.00)  # the 10% is the change of method, not drift
-    assert out["t::a"]["drift"] == 0.05 and "older timing version" in notes[-1]
-    host = dict(old, method="cpu"), dict(new, method="cpu")  # host clocks: versions change nothing
+    assert out["t::a"].median_ms == pytest.approx(1.00)  # the 10% is the change of method, not drift
+    assert out["t::a"].drift == 0.05 and "older timing version" in notes[-1]
+    host = replace(old, method="cpu"), replace(new, method="cpu")  # host clocks: versions change nothing
     out, _ = bl.combine([("a", {"t::a": host[0]}), ("b", {"t::a": host[1]})])
-    assert out["t::a"]["median_ms"] == pytest.approx(1.1 ** 0.5, rel=1e-5)
+    assert out["t::a"].median_ms == pytest.approx(1.1 ** 0.5, rel=1e-5)
 
 
-@pytest.mark.parametrize("timing", ["fast", 0, -1, 2.5, None, True])
+@pytest.mark.parametrize("timing", ["fast", 0, -1, 2.5, True])  # an unset one (None) is version 1
 def test_a_timing_that_is_no_version_is_refused(tmp_path, timing):
     with pytest.raises(bl.BaselineError, match="timing must be a timing version"):
-        bl.save(tmp_path / "b.yaml", DEVICE, SOFTWARE, {"t::a": dict(entries("t::a")["t::a"], timing=timing)})
+        bl.save(tmp_path / "b.yaml", DEVICE, SOFTWARE, {"t::a": replace(entries("t::a")["t::a"], timing=timing)})
 
 
 @pytest.mark.parametrize("key, value, message", [
@@ -178,7 +180,7 @@ def test_schema_example_from_design_loads(tmp_path):
         """))
     b = bl.load(path, "nvidia-h100-80gb-hbm3")
     assert b.recorded_at == "2026-11-23T10:00:00Z"  # YAML's timestamp type comes back as the same string
-    assert b.entries["perf_tests/test_elementwise.py::test_elu[triton-float32-16M]"]["median_ms"] == 0.716
+    assert b.entries["perf_tests/test_elementwise.py::test_elu[triton-float32-16M]"].median_ms == 0.716
 
 
 GOOD_HEAD = "schema_version: 1\ndevice: {key: nvidia-h100-80gb-hbm3, name: H100}\nsoftware: {}\n"
@@ -233,14 +235,13 @@ def test_str_subclasses_and_numpy_like_scalars_are_saved_as_plain_values(tmp_pat
             return self.v
 
     path = tmp_path / "b.yaml"
-    r = result("t::a", 0.5)
-    r.update(median_ms=Scalar(0.5), samples=Scalar(7), gbps=float("inf"))
+    r = replace(result("t::a", 0.5), median_ms=Scalar(0.5), samples=Scalar(7), gbps=float("inf"))
     e = bl.entry_from_result(r)
     bl.save(path, DEVICE, dict(SOFTWARE, torch=TorchVersion("2.13.0+cpu")), {"t::a": e})
     b = bl.load(path, DEVICE["key"])
     assert b.software["torch"] == "2.13.0+cpu" and type(b.software["torch"]) is str
-    assert b.entries["t::a"]["median_ms"] == 0.5 and b.entries["t::a"]["samples"] == 7
-    assert b.entries["t::a"]["gbps"] is None  # non-finite numbers are stored as null
+    assert b.entries["t::a"].median_ms == 0.5 and b.entries["t::a"].samples == 7
+    assert b.entries["t::a"].gbps is None  # non-finite numbers are stored as null
 
 
 def test_foreign_device_file_loads_without_a_device_key(tmp_path):
@@ -261,7 +262,7 @@ def test_save_rejects_a_bad_entry_and_keeps_the_file(tmp_path):
     bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
     before = path.read_bytes()
     with pytest.raises(BaselineError, match="t::bad.*median_ms"):
-        bl.save(path, DEVICE, SOFTWARE, {"t::bad": {"median_ms": float("nan")}})
+        bl.save(path, DEVICE, SOFTWARE, {"t::bad": Entry(float("nan"))})
     assert path.read_bytes() == before
 
 
@@ -380,7 +381,7 @@ def test_concurrent_process_writers_lose_nothing(tmp_path):
     b = bl.load(path, DEVICE["key"])
     expected = {f"perf_tests/test_w.py::test_w[w{w}-{j}]" for w in range(8) for j in range(3)}
     assert set(b.entries) == expected | {"perf_tests/test_old.py::test_kept"}
-    assert b.entries["perf_tests/test_w.py::test_w[w7-2]"]["median_ms"] == pytest.approx(8.2)
+    assert b.entries["perf_tests/test_w.py::test_w[w7-2]"].median_ms == pytest.approx(8.2)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -409,11 +410,11 @@ def test_combine_keeps_each_recordings_median_in_the_history_and_moves_to_their_
     out, notes = bl.combine([("a.yaml", a), ("b.json", b)])
     assert notes == []
     x, center = out["t::x"], (21.7e-3 * 24.7e-3) ** 0.5
-    assert x["history"] == [21.7e-3, 24.7e-3] and "drift" not in x
-    assert x["median_ms"] == pytest.approx(center, rel=1e-5)
-    assert x["ci_ms"] == pytest.approx([center * 0.995, center * 1.005], rel=1e-5)  # moved with the median
-    assert x["gbps"] == pytest.approx(1500.0 * 24.7e-3 / center, rel=1e-5)  # rates move inversely
-    assert out["t::y"]["history"] == [1.0] and out["t::z"]["median_ms"] == 2.0
+    assert x.history == [21.7e-3, 24.7e-3] and x.drift is None
+    assert x.median_ms == pytest.approx(center, rel=1e-5)
+    assert x.ci_ms == pytest.approx([center * 0.995, center * 1.005], rel=1e-5)  # moved with the median
+    assert x.gbps == pytest.approx(1500.0 * 24.7e-3 / center, rel=1e-5)  # rates move inversely
+    assert out["t::y"].history == [1.0] and out["t::z"].median_ms == 2.0
 
 
 def test_combine_and_save_keep_each_recordings_peak_memory_in_a_window(tmp_path):
@@ -427,23 +428,23 @@ def test_combine_and_save_keep_each_recordings_peak_memory_in_a_window(tmp_path)
     b = {"t::x": result("t::x", 1.01, peak_memory_bytes=high)}
     c = {"t::x": result("t::x", 0.99, peak_memory_bytes=low)}
     out, _ = bl.combine([("a.yaml", a), ("b.json", b), ("c.json", c)])
-    assert out["t::x"]["peak_memory_bytes"] == high and out["t::x"]["peak_memory_history"] == [low, high, low]
+    assert out["t::x"].peak_memory_bytes == high and out["t::x"].peak_memory_history == [low, high, low]
     out, _ = bl.combine([("old.yaml", out), ("d.json", {"t::x": result("t::x", 1.0, peak_memory_bytes=None)})])
-    assert out["t::x"]["peak_memory_history"] == [low, high, low]  # a recording without a peak adds none
+    assert out["t::x"].peak_memory_history == [low, high, low]  # a recording without a peak adds none
     changed = {"t::x": result("t::x", 2.5, peak_memory_bytes=low)}  # past the drift cap: a new entry
     out, _ = bl.combine([("a.yaml", b), ("e.json", changed)])
-    assert out["t::x"]["peak_memory_bytes"] == low and "peak_memory_history" not in out["t::x"]
+    assert out["t::x"].peak_memory_bytes == low and out["t::x"].peak_memory_history is None
     path = tmp_path / "b.yaml"
     bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(b["t::x"])})
     bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(a["t::x"])})
     stored = bl.load(path, DEVICE["key"]).entries["t::x"]
-    assert stored["peak_memory_bytes"] == high and stored["peak_memory_history"] == [high, low]
+    assert stored.peak_memory_bytes == high and stored.peak_memory_history == [high, low]
     for _ in range(HISTORY_WINDOW - 1):
         bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(a["t::x"])})
     stored = bl.load(path, DEVICE["key"]).entries["t::x"]
-    assert stored["peak_memory_bytes"] == low and "peak_memory_history" not in stored  # all alike: one peak
+    assert stored.peak_memory_bytes == low and stored.peak_memory_history is None  # all alike: one peak
     bl.save(path, DEVICE, SOFTWARE, {"t::x": bl.entry_from_result(result("t::x", 1.0, method="graph"))})
-    assert "peak_memory_history" not in bl.load(path, DEVICE["key"]).entries["t::x"]  # measured anew
+    assert "peak_memory_history" not in bl.load(path, DEVICE["key"]).entries["t::x"].to_dict()  # measured anew
 
 
 def test_a_peak_memory_history_that_is_not_a_list_of_sizes_is_reported(tmp_path):
@@ -458,28 +459,28 @@ def test_a_peak_memory_history_that_is_not_a_list_of_sizes_is_reported(tmp_path)
 def test_combine_extends_a_stored_history_and_keeps_the_window():
     from pytest_gpuperf.core.noise import HISTORY_WINDOW
 
-    stored = dict(bl.entry_from_result(result("t::x", 1.0)), history=[1.0 + i / 1000 for i in range(HISTORY_WINDOW)])
+    stored = replace(bl.entry_from_result(result("t::x", 1.0)), history=[1.0 + i / 1000 for i in range(HISTORY_WINDOW)])
     out, _ = bl.combine([("old.yaml", {"t::x": stored}), ("new.json", {"t::x": result("t::x", 1.05)})])
-    history = out["t::x"]["history"]
+    history = out["t::x"].history
     assert len(history) == HISTORY_WINDOW and history[-1] == 1.05 and history[0] == 1.001
 
 
 def test_combine_keeps_the_larger_drift_already_learned():
     a = {"t::x": result("t::x", 1.0, drift=0.08)}
     out, _ = bl.combine([("a", a), ("b", {"t::x": result("t::x", 1.02)})])
-    assert out["t::x"]["drift"] == 0.08
+    assert out["t::x"].drift == 0.08
 
 
 def test_combine_keeps_the_newest_entry_where_the_test_really_changed():
     out, notes = bl.combine([("a", {"t::x": result("t::x", 0.46)}), ("b", {"t::x": result("t::x", 0.02)})])
-    assert out["t::x"]["median_ms"] == 0.02 and "drift" not in out["t::x"]
+    assert out["t::x"].median_ms == 0.02 and out["t::x"].drift is None
     assert len(notes) == 1 and "t::x" in notes[0] and "kept b's entry" in notes[0]
     # the cap is on the range: x2.2 between two leases is not combined, though each is 38% from the middle
     out, notes = bl.combine([("a", {"t::x": result("t::x", 1.0)}), ("b", {"t::x": result("t::x", 2.2)})])
-    assert out["t::x"]["median_ms"] == 2.2 and "drift" not in out["t::x"] and "120%" in notes[0]
+    assert out["t::x"].median_ms == 2.2 and out["t::x"].drift is None and "120%" in notes[0]
     out, notes = bl.combine([("a", {"t::x": result("t::x", 1.0)}), ("b", {"t::x": result("t::x", 1.3)})],
                             max_drift=0.25)
-    assert out["t::x"]["median_ms"] == 1.3 and "drift" not in out["t::x"] and "30%" in notes[0]
+    assert out["t::x"].median_ms == 1.3 and out["t::x"].drift is None and "30%" in notes[0]
 
 
 def test_combine_only_combines_recordings_of_the_method_most_of_them_used():
@@ -487,56 +488,56 @@ def test_combine_only_combines_recordings_of_the_method_most_of_them_used():
     b = {"t::x": result("t::x", 1.1, method="graph")}
     c = {"t::x": result("t::x", 1.12, method="graph")}
     out, notes = bl.combine([("a", a), ("b", b), ("c", c)])
-    assert out["t::x"]["method"] == "graph" and out["t::x"]["median_ms"] == pytest.approx(1.11, rel=1e-3)
-    assert out["t::x"]["history"] == [1.1, 1.12]
+    assert out["t::x"].method == "graph" and out["t::x"].median_ms == pytest.approx(1.11, rel=1e-3)
+    assert out["t::x"].history == [1.1, 1.12]
     assert "measured events/cold (method/cache) in some recordings and graph/cold in most" in notes[0]
     # two of three measured with events: the newer graph recording is left out, a gate run prefers events
     out, _ = bl.combine([("a", a), ("b", {"t::x": result("t::x", 1.01, method="events")}), ("c", c)])
-    assert out["t::x"]["method"] == "events" and out["t::x"]["history"] == [1.0, 1.01]
+    assert out["t::x"].method == "events" and out["t::x"].history == [1.0, 1.01]
     # a stored entry of four events recordings outweighs one newer graph recording (it counted once)
     current = TIMING_VERSION
     stored = bl.with_history(bl.entry_from_result(result("t::x", 1.0, method="events", timing=current)),
                              [1.0, 1.01, 0.99, 1.02])
     out, _ = bl.combine([("baseline", {"t::x": stored}), ("c", {"t::x": result("t::x", 1.12, method="graph",
                                                                               timing=current)})])
-    assert out["t::x"]["method"] == "events" and out["t::x"]["history"] == [1.0, 1.01, 0.99, 1.02]
+    assert out["t::x"].method == "events" and out["t::x"].history == [1.0, 1.01, 0.99, 1.02]
     # ... unless it was measured with an older timing: then it counts once, and the newer recording wins the tie
-    outdated = dict(stored, timing=1)
+    outdated = replace(stored, timing=1)
     out, _ = bl.combine([("baseline", {"t::x": outdated}), ("c", {"t::x": result("t::x", 1.12, method="graph",
                                                                                 timing=current)})])
-    assert out["t::x"]["method"] == "graph" and out["t::x"]["history"] == [1.12]
+    assert out["t::x"].method == "graph" and out["t::x"].history == [1.12]
 
 
 def test_combine_never_mixes_cold_and_warm_cache_recordings():
     out, notes = bl.combine([("a", {"t::x": result("t::x", 1.05)}), ("b", {"t::x": result("t::x", 1.2, cache="warm")})])
-    assert out["t::x"]["median_ms"] == 1.2 and out["t::x"]["cache"] == "warm" and "drift" not in out["t::x"]
+    assert out["t::x"].median_ms == 1.2 and out["t::x"].cache == "warm" and out["t::x"].drift is None
     assert "events/cold" in notes[0]
 
 
 def test_combine_leaves_out_records_that_are_not_valid_entries():
-    a = {"t::x": result("t::x", 0.0), "t::y": {"median_ms": None}}
+    a = {"t::x": result("t::x", 0.0), "t::y": Entry(None)}
     out, notes = bl.combine([("a", a), ("b", {"t::x": result("t::x", 1.0)})])
-    assert out["t::x"]["median_ms"] == 1.0 and "t::y" not in out
+    assert out["t::x"].median_ms == 1.0 and "t::y" not in out
     assert any("t::x: left out of a" in n for n in notes) and any("t::y: left out of a" in n for n in notes)
 
 
 def test_rerecording_an_entry_keeps_its_drift_when_measured_the_same_way(tmp_path):
     path = tmp_path / "b.yaml"
-    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(result("t::a"), drift=0.07),
-                                     "t::b": dict(result("t::b"), drift=0.07)})
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": replace(result("t::a"), drift=0.07),
+                                     "t::b": replace(result("t::b"), drift=0.07)})
     bl.save(path, DEVICE, SOFTWARE, {"t::a": result("t::a", 1.1), "t::b": result("t::b", 1.1, method="graph")})
     b = bl.load(path)
-    assert b.entries["t::a"]["drift"] == 0.07 and b.entries["t::a"]["history"] == [1.0, 1.1]
-    assert "drift" not in b.entries["t::b"] and b.entries["t::b"]["history"] == [1.1]
+    assert b.entries["t::a"].drift == 0.07 and b.entries["t::a"].history == [1.0, 1.1]
+    assert "drift" not in b.entries["t::b"].to_dict() and b.entries["t::b"].history == [1.1]
 
 
 def test_save_without_keeping_others_writes_exactly_the_entries(tmp_path):
     path = tmp_path / "b.yaml"
     bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::b"))
-    bl.save(path, DEVICE, SOFTWARE, {"t::a": dict(result("t::a"), drift=0.2)})
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": replace(result("t::a"), drift=0.2)})
     bl.save(path, DEVICE, SOFTWARE, entries("t::a", "t::c"), keep_others=False)
     b = bl.load(path)
-    assert sorted(b.entries) == ["t::a", "t::c"] and "drift" not in b.entries["t::a"]  # exactly what was given
+    assert sorted(b.entries) == ["t::a", "t::c"] and "drift" not in b.entries["t::a"].to_dict()  # exactly what was given
 
 
 def test_a_recording_adds_its_own_run_not_a_faster_re_measurement(tmp_path):
@@ -545,7 +546,7 @@ def test_a_recording_adds_its_own_run_not_a_faster_re_measurement(tmp_path):
     path = tmp_path / "b.yaml"
     bl.save(path, DEVICE, SOFTWARE, {"t::a": result("t::a", 1.0)})
     bl.save(path, DEVICE, SOFTWARE, {"t::a": result("t::a", 0.985, history=[1.06])})
-    assert bl.load(path).entries["t::a"]["history"] == [1.0, 1.06]
+    assert bl.load(path).entries["t::a"].history == [1.0, 1.06]
 
 
 def test_an_entry_moved_faster_than_its_peak_sets_its_own_ceiling():
@@ -555,12 +556,12 @@ def test_an_entry_moved_faster_than_its_peak_sets_its_own_ceiling():
     b = {"t::x": result("t::x", 0.9, pct_of_peak=100.0, above_peak=0.1)}
     out, _ = bl.combine([("a.yaml", a), ("b.json", b)])
     center = (1.0 * 0.9) ** 0.5
-    assert out["t::x"]["pct_of_peak"] == 100.0
-    assert out["t::x"]["above_peak"] == pytest.approx(110.0 * 0.9 / center / 100 - 1, rel=1e-5)
+    assert out["t::x"].pct_of_peak == 100.0
+    assert out["t::x"].above_peak == pytest.approx(110.0 * 0.9 / center / 100 - 1, rel=1e-5)
     c = {"t::x": result("t::x", 1.2, pct_of_peak=80.0)}
     out, _ = bl.combine([("b.json", b), ("c.json", c)])
-    assert "above_peak" not in out["t::x"]
-    assert out["t::x"]["pct_of_peak"] == pytest.approx(80.0 * 1.2 / (0.9 * 1.2) ** 0.5)
+    assert out["t::x"].above_peak is None
+    assert out["t::x"].pct_of_peak == pytest.approx(80.0 * 1.2 / (0.9 * 1.2) ** 0.5)
 
 
 def test_an_entry_whose_peak_is_not_a_name_is_left_out_with_a_note():
@@ -606,7 +607,7 @@ def _schema_2(tmp_path, cut_after: str | None = None) -> Path:
     entry (None: whole)."""
     path = tmp_path / f"{DEVICE['key']}.yaml"
     doc = {"schema_version": 2, "device": DEVICE, "software": SOFTWARE, "recorded_at": "2026-11-27T00:00:00Z",
-           "entries": {k: dict(e, timing=TIMING_VERSION, history=[1.0]) for k, e in entries("t::a", "t::b").items()}}
+           "entries": {k: dict(e.to_dict(), timing=TIMING_VERSION, history=[1.0]) for k, e in entries("t::a", "t::b").items()}}
     text = yaml.safe_dump(doc, sort_keys=False)
     path.write_text(text if cut_after is None else text[:text.index(cut_after, text.index("  t::b:")) + len(cut_after)])
     return path
@@ -642,7 +643,7 @@ def test_a_schema_2_file_without_entries_is_refused(tmp_path):
 def test_an_entry_saved_without_how_it_was_measured_is_refused(tmp_path):
     path = tmp_path / "b.yaml"
     with pytest.raises(BaselineError, match="cannot save entry 't::a': has no method, cache, which every entry holds"):
-        bl.save(path, DEVICE, SOFTWARE, {"t::a": {"median_ms": 1.0}})
+        bl.save(path, DEVICE, SOFTWARE, {"t::a": Entry(1.0)})
     assert not path.exists()
 
 
@@ -651,12 +652,12 @@ def test_a_schema_1_entry_names_its_timing_version_when_rewritten(tmp_path):
     path = tmp_path / f"{DEVICE['key']}.yaml"
     path.write_text("schema_version: 1\ndevice: {key: nvidia-h100-80gb-hbm3}\nsoftware: {}\nentries:\n"
                     "  t::a: {median_ms: 1.0, method: events, cache: cold}\n  t::b: {median_ms: 2.0}\n")
-    assert bl.load(path).entries["t::a"]["timing"] == 1
+    assert bl.load(path).entries["t::a"].timing == 1
     with pytest.raises(BaselineError, match="cannot rewrite entry 't::b' as schema 3: has no method, cache"):
         bl.save(path, DEVICE, SOFTWARE, entries("t::c"))
     path.write_text(path.read_text().replace("  t::b: {median_ms: 2.0}\n", ""))
     bl.save(path, DEVICE, SOFTWARE, entries("t::c"))
-    assert bl.load(path).entries["t::a"]["timing"] == 1
+    assert bl.load(path).entries["t::a"].timing == 1
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parents[1] / "baselines").glob("*.yaml")))
@@ -671,4 +672,4 @@ def test_a_one_sample_measurement_is_saved_with_no_interval(tmp_path):
     one = result("t::a", 300.0, ci_ms=(-float("inf"), float("inf")), samples=1, noise=0.0, stddev_ms=0.0)
     bl.save(path, DEVICE, SOFTWARE, {"t::a": bl.entry_from_result(one)})
     entry = bl.load(path, DEVICE["key"]).entries["t::a"]
-    assert entry["ci_ms"] is None and entry["samples"] == 1 and entry["median_ms"] == 300.0
+    assert entry.ci_ms is None and entry.samples == 1 and entry.median_ms == 300.0

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuperf import cli
+from pytest_gpuperf.core.records import Entry
 from pytest_gpuperf.store import baseline as bl
 from pytest_gpuperf.store import results as results_store
 
@@ -21,9 +23,9 @@ IDS = [f"perf_tests/test_softmax.py::test_softmax[{impl}-float32-4096x4096]" for
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def entry(median_ms, mem=256 << 20):
-    return {"median_ms": median_ms, "noise": 0.005, "samples": 200, "gbps": 268.0 / median_ms,
-            "pct_of_peak": 8.9 / median_ms, "peak_memory_bytes": mem, "method": "events", "cache": "cold"}
+def entry(median_ms, mem=256 << 20) -> Entry:
+    return Entry(median_ms, noise=0.005, samples=200, gbps=268.0 / median_ms, pct_of_peak=8.9 / median_ms,
+                 peak_memory_bytes=mem, method="events", cache="cold")
 
 
 def write_baseline(path: Path, medians, device=DEVICE, mem=256 << 20) -> Path:
@@ -248,7 +250,7 @@ def test_merge_learns_the_spread_and_then_compare_is_quiet(files, capsys, tmp_pa
     assert "2 recordings of nvidia-h100-80gb-hbm3" in text and "3 entries" in text
     assert f"   6.4%  {IDS[1]}" in text  # the least reproducible tests are listed (sd of log 0.09, 0.0985)
     merged = bl.load(out)
-    assert merged.entries[IDS[1]]["history"] == [0.09, 0.0985]
+    assert merged.entries[IDS[1]].history == [0.09, 0.0985]
     assert merged.software == SOFTWARE and merged.device["key"] == DEVICE["key"]
     # the 9% swing seen between two recordings is no regression against the merged baseline
     assert run(["compare", str(out), str(later)], capsys)[0] == 0
@@ -259,13 +261,13 @@ def test_merge_and_compare_keep_timing_versions_apart(files, capsys, tmp_path):
     """Recordings of two timing versions are not combined (their difference is a change of method,
     not drift), and compare says when its two sides were timed differently."""
     later = tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml"
-    bl.save(later, DEVICE, SOFTWARE, {i: dict(entry(m, 256 << 20), timing=2) for i, m in zip(IDS, [0.1, 0.0985, 0.085])})
+    bl.save(later, DEVICE, SOFTWARE, {i: replace(entry(m, 256 << 20), timing=2) for i, m in zip(IDS, [0.1, 0.0985, 0.085])})
     out = tmp_path / "merged.yaml"
     code, text, err = run(["merge", str(files["old"]), str(later), "-o", str(out)], capsys)
     assert code == 0, err
     assert "note: 3 tests (e.g. " in text and "also recorded with an older timing version" in text
     merged = bl.load(out)
-    assert merged.entries[IDS[1]]["median_ms"] == pytest.approx(0.0985) and merged.entries[IDS[1]]["history"] == [0.0985]
+    assert merged.entries[IDS[1]].median_ms == pytest.approx(0.0985) and merged.entries[IDS[1]].history == [0.0985]
     code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
     assert "3 tests were timed with different timing versions" in err and "version 1 in" in err
 
@@ -274,7 +276,7 @@ def test_compare_says_when_its_sides_were_timed_with_different_methods(files, ca
     """Results of one timing version taken without a baseline can differ in method (a call sampled
     back to back is graph-timed under 0.1 ms since that rule came in): compare says so."""
     later = tmp_path / "later" / "nvidia-h100-80gb-hbm3.yaml"
-    bl.save(later, DEVICE, SOFTWARE, {i: dict(entry(m, 256 << 20), method="graph") for i, m in zip(IDS, [0.1, 0.1, 0.1])})
+    bl.save(later, DEVICE, SOFTWARE, {i: replace(entry(m, 256 << 20), method="graph") for i, m in zip(IDS, [0.1, 0.1, 0.1])})
     code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
     assert "3 tests were timed with different methods or cache modes" in err and "graph, cold L2 in" in err
     assert "timing versions" not in err
@@ -282,20 +284,20 @@ def test_compare_says_when_its_sides_were_timed_with_different_methods(files, ca
     from pytest_gpuperf.core.versions import TIMING_VERSION
 
     for path, method in ((files["old"], "events"), (later, "graph")):
-        bl.save(path, DEVICE, SOFTWARE, {i: dict(entry(0.1, 256 << 20), method=method, timing=TIMING_VERSION)
+        bl.save(path, DEVICE, SOFTWARE, {i: replace(entry(0.1, 256 << 20), method=method, timing=TIMING_VERSION)
                                          for i in IDS})
     code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
     assert "3 tests were timed with different methods" in err and "timing versions" not in err
 
 
 def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):
-    results = [dict(r, median_ms=r["median_ms"] * 1.02, history=None)  # a run's result: one median of its own
+    results = [replace(r, median_ms=r.median_ms * 1.02, history=None)  # a run's result: one median of its own
                for r in results_store.results_from_baseline(bl.load(files["old"]))]
     js = tmp_path / "run.json"
     results_store.write_json(js, results, DEVICE, SOFTWARE, "2026-11-23T12:00:00")
     code, text, err = run(["merge", str(files["old"]), str(js), "-o", str(files["old"])], capsys)
     assert code == 0, err
-    assert bl.load(files["old"]).entries[IDS[0]]["history"] == pytest.approx([0.1, 0.102])
+    assert bl.load(files["old"]).entries[IDS[0]].history == pytest.approx([0.1, 0.102])
 
 
 def test_merge_bad_input_is_exit_2(files, capsys, tmp_path):

@@ -216,12 +216,13 @@ def test_each_tests_first_call_is_in_the_json_and_the_slowest_in_the_summary(pyt
 
 def test_the_summary_names_five_first_calls_at_most() -> None:
     from pytest_gpuperf.report.rows import first_calls_lines
+    from typed import result
 
-    results = [{"nodeid": f"t::case{i}", "first_call_s": float(i)} for i in range(8)]
+    results = [result({"nodeid": f"t::case{i}", "first_call_s": float(i)}) for i in range(8)]
     lines = first_calls_lines(results)
     assert lines[0].startswith("gpuperf: 7 first calls took 0.5 s or more (compiling, autotuning), 28.0 s in all")
     assert [line.split()[-1] for line in lines[1:]] == ["t::case7", "t::case6", "t::case5", "t::case4", "t::case3"]
-    assert first_calls_lines([{"nodeid": "t::a", "first_call_s": 0.1}, {"nodeid": "t::b"}]) == []
+    assert first_calls_lines([result({"nodeid": "t::a", "first_call_s": 0.1}), result({"nodeid": "t::b"})]) == []
 
 
 class _Options:

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from pytest_gpuperf.core.counters import Counters, judge_counters, summed
-from pytest_gpuperf.core.records import Entry
+from pytest_gpuperf.core.records import Entry, Result
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.core.verdict import is_regression
-from typed import judge
+from typed import judge, result
 from pytest_gpuperf.measure import counters as counting
 from pytest_gpuperf.store import baseline as baseline_mod
 
@@ -210,21 +211,21 @@ def test_counters_round_trip_as_whole_numbers_and_bad_ones_are_named() -> None:
 
 def test_a_recording_extends_the_counters_history_until_the_code_changes() -> None:
     one, same, changed = (Entry(1.0, counters={"instructions": [n]}) for n in (1000, 1000, 1500))
-    assert baseline_mod.merged_counters([one, same]) == {"instructions": [1000, 1000]}
-    assert baseline_mod.merged_counters([one, same, changed]) == {"instructions": [1500]}  # starts anew
-    assert baseline_mod.merged_counters([one, Entry(1.0)]) == {"instructions": [1000]}  # kept
+    assert baseline_mod.merged_counters([one, same]).to_dict() == {"instructions": [1000, 1000]}
+    assert baseline_mod.merged_counters([one, same, changed]).to_dict() == {"instructions": [1500]}  # starts anew
+    assert baseline_mod.merged_counters([one, Entry(1.0)]).to_dict() == {"instructions": [1000]}  # kept
     many = [Entry(1.0, counters={"instructions": [1000]})] * 15
-    assert len(baseline_mod.merged_counters(many)["instructions"]) == 10  # the history window
+    assert len(baseline_mod.merged_counters(many).values["instructions"]) == 10  # the history window
 
 
 def test_saving_keeps_and_extends_counters_and_a_bad_entry_names_file_and_test(tmp_path: Path) -> None:
     device = {"key": "cpu-test", "name": "test"}
     path = tmp_path / "cpu-test.yaml"
-    timed = {"median_ms": 1.0, "method": "events", "cache": "cold", "timing": TIMING_VERSION}
-    baseline_mod.save(path, device, {}, {"t.py::a": dict(timed, counters={"instructions": [7]})})
+    timed = Entry(1.0, method="events", cache="cold", timing=TIMING_VERSION)
+    baseline_mod.save(path, device, {}, {"t.py::a": replace(timed, counters={"instructions": [7]})})
     baseline_mod.save(path, device, {}, {"t.py::a": timed})  # a timing-only recording
-    baseline_mod.save(path, device, {}, {"t.py::a": dict(timed, counters={"instructions": [7]})})
-    assert baseline_mod.load(path).entries["t.py::a"]["counters"] == {"instructions": [7, 7]}
+    baseline_mod.save(path, device, {}, {"t.py::a": replace(timed, counters={"instructions": [7]})})
+    assert baseline_mod.load(path).entries["t.py::a"].counters == {"instructions": [7, 7]}
     text = path.read_text().replace("- 7", "- -7", 1)
     path.write_text(text)
     with pytest.raises(baseline_mod.BaselineError, match=r"cpu-test.yaml: entry 't.py::a': counter 'instructions'"):
@@ -328,11 +329,11 @@ def test_a_roofline_per_group_places_each_result_by_its_measured_intensity(tmp_p
 
     counted = {"dram_read_bytes": [1e9], "dram_write_bytes": [1e9]}
     results = [
-        {"nodeid": "t.py::test_mm[triton-4096]", "name": "test_mm", "param": "triton-4096", "flops": 2e12,
-         "tflops": 600.0, "median_ms": 3.3, "counters": counted},
-        {"nodeid": "t.py::test_mm[cublas-4096]", "name": "test_mm", "param": "cublas-4096", "flops": 2e12,
-         "tflops": 650.0, "median_ms": 3.1, "counters": counted},
-        {"nodeid": "t.py::test_copy[x]", "name": "test_copy", "param": "x", "median_ms": 1.0},  # no counters
+        Result("t.py::test_mm[triton-4096]", "test_mm", "triton-4096", "test_mm", 3.3, flops=2e12, tflops=600.0,
+               counters=counted),
+        Result("t.py::test_mm[cublas-4096]", "test_mm", "cublas-4096", "test_mm", 3.1, flops=2e12, tflops=650.0,
+               counters=counted),
+        Result("t.py::test_copy[x]", "test_copy", "x", "test_copy", 1.0),  # no counters
     ]
     assert intensity(results[0]) == 1000.0 and intensity(results[2]) is None
     paths = write_rooflines(tmp_path, results, {"name": "GPU", "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 740.0}})
@@ -349,24 +350,24 @@ def test_the_counting_process_runs_only_the_tests_that_use_gpu_benchmark(pyteste
 
 
 def test_merging_recordings_pools_their_counters() -> None:
-    timed = {"method": "events", "cache": "cold", "timing": TIMING_VERSION, "counters": {"instructions": [7]}}
-    first = {"t.py::a": dict(timed, median_ms=1.0)}
-    second = {"t.py::a": dict(timed, median_ms=1.01)}
+    timed = Entry(1.0, method="events", cache="cold", timing=TIMING_VERSION, counters={"instructions": [7]})
+    first = {"t.py::a": timed}
+    second = {"t.py::a": replace(timed, median_ms=1.01)}
     merged, _ = baseline_mod.combine([("one", first), ("two", second)])
-    assert merged["t.py::a"]["counters"] == {"instructions": [7, 7]} and len(merged["t.py::a"]["history"]) == 2
+    assert merged["t.py::a"].counters == {"instructions": [7, 7]} and len(merged["t.py::a"].history) == 2
 
 
 def test_the_summary_says_what_the_counters_decided_or_why_not() -> None:
     from pytest_gpuperf.report.rows import counters_line, summary_counts, verdict_text
 
-    undecided = {"verdict": "same", "detects": 0.3, "threshold": 0.05}
-    decided = dict(undecided, counter_verdict="same", counters={"instructions": [1]})
+    undecided = result({"verdict": "same", "detects": 0.3, "threshold": 0.05})
+    decided = replace(undecided, counter_verdict="same", counters={"instructions": [1]})
     assert verdict_text(decided) == "same?, same work" and "1 undecided" in summary_counts([decided])
-    assert counters_line([decided, {"verdict": "same", "counter_verdict": "more"}]) == (
+    assert counters_line([decided, result({"verdict": "same", "counter_verdict": "more"})]) == (
         "gpuperf: 1 test undecided by time; counters judged 2 tests (1 more work, 1 same work) and decided 1 of the 1")
-    assert "baseline holds no counters" in counters_line([dict(undecided, counters={"instructions": [1]})])
+    assert "baseline holds no counters" in counters_line([replace(undecided, counters={"instructions": [1]})])
     assert "--gpuperf-counters decides them" in counters_line([undecided])
-    assert counters_line([{"verdict": "same", "detects": 0.01, "threshold": 0.05}]) is None
+    assert counters_line([result({"verdict": "same", "detects": 0.01, "threshold": 0.05})]) is None
 
 
 # ---- after review --------------------------------------------------------------------------------
@@ -403,8 +404,8 @@ def test_a_noisy_counter_extends_its_history_and_a_code_change_starts_it_anew() 
     from pytest_gpuperf.core.counters import code_changed
 
     noisy = [Entry(1.0, counters={"instructions": [n], "launches": [1]}) for n in (1_000_000, 1_006_000, 1_000_000)]
-    assert baseline_mod.merged_counters(noisy)["instructions"] == [1_000_000, 1_006_000, 1_000_000]
-    history = Counters.from_dict(baseline_mod.merged_counters(noisy))
+    history = baseline_mod.merged_counters(noisy)
+    assert history.to_dict()["instructions"] == [1_000_000, 1_006_000, 1_000_000]
     assert judge_counters(history, _c(instructions=1_006_000, launches=1)).verdict == "same"  # learned
     assert code_changed(_c(instructions=100, launches=1), _c(instructions=100, launches=2))
     assert code_changed(_c(instructions=100, launches=1), _c(instructions=103, launches=1))

@@ -10,11 +10,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from typed import judge
+from typed import judge, result
 from pytest_gpuperf.report import markdown as md_report
 from pytest_gpuperf.report import plots as plot_report
 from pytest_gpuperf.report import rows as report_rows
@@ -61,7 +62,7 @@ def make_results(seed=0, slow=None, with_baseline=True):
                             "sm_clock_mhz": 1980, "throttle": [], "data": data})
     if with_baseline:
         for r in out:
-            base = bl.entry_from_result(r)
+            base = bl.entry_from_result(result(r))
             if r["param"] == (slow or "triton-float32-4096x4096"):
                 for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "stddev_ms"):
                     r[k] *= 1.2
@@ -72,7 +73,7 @@ def make_results(seed=0, slow=None, with_baseline=True):
             v = judge(base, r, 0.05)
             r.update(verdict=v.time, memory_verdict=v.memory, change=v.change, baseline=base, threshold=0.05,
                      noise_bound=v.noise_bound, fixed_bound=v.fixed_bound)
-    return out
+    return [result(r) for r in out]
 
 
 # ---- terminal ----------------------------------------------------------------------------------------------
@@ -100,9 +101,9 @@ def test_terminal_lines_grouped_sorted_human_units():
     slow_row = next(line for line in lines if "triton-float32-4096x4096" in line)
     assert "+20.0%" in slow_row and slow_row.rstrip().endswith("slower")
     # each judged row shows its smallest detectable change, under the "detects" header
-    slow = next(r for r in results if r["param"] == "triton-float32-4096x4096")
+    slow = next(r for r in results if r.param == "triton-float32-4096x4096")
     detects = column(lines[lines.index("test_softmax"):], "detects")
-    assert detects[slow["param"]] == f"{slow['noise_bound'] * 100:.1f}%" and 0 < slow["noise_bound"] < 0.05
+    assert detects[slow.param] == f"{slow.noise_bound * 100:.1f}%" and 0 < slow.noise_bound < 0.05
     # the impls of one case are adjacent
     rows = [line.split()[0] for line in lines if line.startswith("  ") and "float32-4096x4096" in line]
     assert rows == ["cuda-float32-4096x4096", "torch-float32-4096x4096", "triton-float32-4096x4096"]
@@ -111,7 +112,7 @@ def test_terminal_lines_grouped_sorted_human_units():
 
 def test_terminal_lines_truncates_long_params_in_the_middle():
     r = make_results(with_baseline=False)[0]
-    r["param"] = "triton-" + "x" * 200 + "-END"
+    r.param = "triton-" + "x" * 200 + "-END"
     lines = report_table.terminal_lines([r], DEVICE, width=120)
     row = next(line for line in lines if "triton-" in line)
     assert len(row) <= 120 and "…" in row and "-END" in row
@@ -119,7 +120,7 @@ def test_terminal_lines_truncates_long_params_in_the_middle():
 
 def test_terminal_lines_keep_params_readable_in_an_80_column_log():
     r = make_results(with_baseline=False)[0]
-    r["param"] = "torch_efficient-bfloat16-causal-B4H16N4096D128"
+    r.param = "torch_efficient-bfloat16-causal-B4H16N4096D128"
     lines = report_table.terminal_lines([r], DEVICE, width=80)
     assert any(line.startswith("  torch_efficient-bfloat16-causal-B4H16N4096D128 ") for line in lines)
 
@@ -148,9 +149,9 @@ def test_markdown_is_a_table(tmp_path):
     assert all(line.count("|") == 11 for line in rows)
     columns = [c.strip() for c in headers[0].strip("|").split("|")]
     assert "detects" in columns and "drift" not in columns and "runs" not in columns
-    slow = next(r for r in results if r["param"] == "triton-float32-4096x4096")
+    slow = next(r for r in results if r.param == "triton-float32-4096x4096")
     slow_row = next(line for line in rows if "`triton-float32-4096x4096`" in line)
-    assert slow_row.strip("|").split("|")[columns.index("detects")].strip() == f"{slow['noise_bound'] * 100:.1f}%"
+    assert slow_row.strip("|").split("|")[columns.index("detects")].strip() == f"{slow.noise_bound * 100:.1f}%"
     assert "### Regressions" in md and "triton-float32-4096x4096" in md and "**slower**" in md
     path = tmp_path / "sub" / "summary.md"
     md_report.write_markdown(path, results, DEVICE, SOFTWARE)
@@ -159,7 +160,7 @@ def test_markdown_is_a_table(tmp_path):
 
 def test_markdown_escapes_pipes():
     r = make_results(with_baseline=False)[0]
-    r["param"] = "a|b"
+    r.param = "a|b"
     assert "a\\|b" in md_report.markdown([r], DEVICE, SOFTWARE)
 
 
@@ -176,32 +177,32 @@ def test_json_layout_and_units(tmp_path):
     assert doc["machine_info"]["gpuperf_device"]["key"] == DEVICE["key"]
     assert len(doc["benchmarks"]) == len(results)
     b = next(b for b in doc["benchmarks"] if b["param"] == "triton-float32-4096x4096")
-    r = next(r for r in results if r["param"] == "triton-float32-4096x4096")
+    r = next(r for r in results if r.param == "triton-float32-4096x4096")
     assert b["group"] == "test_softmax" and b["name"] == "test_softmax[triton-float32-4096x4096]"
-    assert b["fullname"] == r["nodeid"]
+    assert b["fullname"] == r.nodeid
     st = b["stats"]
     for k in ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1", "q3", "iqr_outliers",
               "stddev_outliers", "outliers", "ld15iqr", "hd15iqr", "ops", "total", "data", "iterations"):
         assert k in st, k
-    assert st["median"] == pytest.approx(r["median_ms"] / 1e3)  # seconds
-    assert st["min"] == pytest.approx(r["min_ms"] / 1e3) and st["rounds"] == 40
-    assert st["data"][0] == pytest.approx(r["data"][0] / 1e3)
+    assert st["median"] == pytest.approx(r.median_ms / 1e3)  # seconds
+    assert st["min"] == pytest.approx(r.min_ms / 1e3) and st["rounds"] == 40
+    assert st["data"][0] == pytest.approx(r.data[0] / 1e3)
     assert st["q1"] <= st["median"] <= st["q3"]
     ex = b["extra_info"]
-    assert ex["gbps"] == pytest.approx(r["gbps"]) and ex["verdict"] == "slower" and ex["device"] == DEVICE["key"]
-    assert ex["change"] == pytest.approx(0.2, rel=1e-4) and ex["baseline_median_ms"] == pytest.approx(r["baseline"]["median_ms"])
+    assert ex["gbps"] == pytest.approx(r.gbps) and ex["verdict"] == "slower" and ex["device"] == DEVICE["key"]
+    assert ex["change"] == pytest.approx(0.2, rel=1e-4) and ex["baseline_median_ms"] == pytest.approx(r.baseline.median_ms)
     # what a baseline entry keeps survives the JSON (gpuperf merge reads results JSON)
     _, loaded = results_store.load_results(path)
-    back = next(x for x in loaded if x["nodeid"] == r["nodeid"])
+    back = next(x for x in loaded if x.nodeid == r.nodeid)
     for k in bl.ENTRY_KEYS:
-        if k in r:
-            assert back.get(k) == (pytest.approx(r[k]) if isinstance(r[k], (int, float, list)) else r[k]), k
+        value = getattr(r, k)
+        assert getattr(back, k) == (pytest.approx(value) if isinstance(value, (int, float, list)) else value), k
 
 
 def test_json_without_samples_and_with_nan(tmp_path):
     r = make_results(with_baseline=False)[0]
-    del r["data"]
-    r["gbps"] = float("nan")
+    r.data = []
+    r.gbps = float("nan")
     path = tmp_path / "r.json"
     results_store.write_json(path, [r], DEVICE, SOFTWARE, "2026-11-23T10:00:00Z")
     doc = json.loads(path.read_text())  # strict: no NaN
@@ -250,22 +251,22 @@ def test_load_results_from_our_json_round_trip(tmp_path):
     results_store.write_json(path, results, DEVICE, SOFTWARE, "2026-11-23T10:00:00Z")
     device, back = results_store.load_results(path)
     assert device["key"] == DEVICE["key"]
-    by = {r["nodeid"]: r for r in back}
+    by = {r.nodeid: r for r in back}
     for r in results:
-        b = by[r["nodeid"]]
-        assert b["median_ms"] == pytest.approx(r["median_ms"]) and b["group"] == r["group"]
-        assert b["param"] == r["param"] and b["name"] == r["name"] and b["noise"] == pytest.approx(0.01)
-        assert b["gbps"] == pytest.approx(r["gbps"]) and b["samples"] == 40
+        b = by[r.nodeid]
+        assert b.median_ms == pytest.approx(r.median_ms) and b.group == r.group
+        assert b.param == r.param and b.name == r.name and b.noise == pytest.approx(0.01)
+        assert b.gbps == pytest.approx(r.gbps) and b.samples == 40
 
 
 def test_load_results_from_baseline(tmp_path):
     results = make_results(with_baseline=False)
     path = tmp_path / "k.yaml"
-    bl.save(path, DEVICE, SOFTWARE, {r["nodeid"]: bl.entry_from_result(r) for r in results})
+    bl.save(path, DEVICE, SOFTWARE, {r.nodeid: bl.entry_from_result(r) for r in results})
     device, back = results_store.load_results(path)
     assert device["key"] == DEVICE["key"] and len(back) == 12
-    b = next(x for x in back if x["param"] == "torch-bfloat16-4096")
-    assert b["name"] == "test_matmul" and b["group"] == "test_matmul" and b["nodeid"].endswith("[torch-bfloat16-4096]")
+    b = next(x for x in back if x.param == "torch-bfloat16-4096")
+    assert b.name == "test_matmul" and b.group == "test_matmul" and b.nodeid.endswith("[torch-bfloat16-4096]")
 
 
 def test_load_results_from_real_pytest_benchmark_json(tmp_path):
@@ -285,9 +286,9 @@ def test_load_results_from_real_pytest_benchmark_json(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     device, back = results_store.load_results(out)
     assert device is None and len(back) == 2
-    r = next(r for r in back if r["param"] == "20")
-    assert r["name"] == "test_sum" and r["median_ms"] > 0 and r["noise"] is not None and r["samples"] >= 5
-    assert r["nodeid"] == "test_pb.py::test_sum[20]"
+    r = next(r for r in back if r.param == "20")
+    assert r.name == "test_sum" and r.median_ms > 0 and r.noise is not None and r.samples >= 5
+    assert r.nodeid == "test_pb.py::test_sum[20]"
 
 
 @pytest.mark.parametrize("name, content, words", [
@@ -330,14 +331,14 @@ def test_write_plots_one_png_per_group(tmp_path):
 def test_write_plots_with_a_baseline_object_and_time_only(tmp_path):
     results = make_results(with_baseline=False)
     base = bl.Baseline(tmp_path / "b.yaml", DEVICE, SOFTWARE, "2026-11-23T10:00:00Z",
-                       {r["nodeid"]: dict(bl.entry_from_result(r), median_ms=r["median_ms"] * 0.9) for r in results})
+                       {r.nodeid: replace(bl.entry_from_result(r), median_ms=r.median_ms * 0.9) for r in results})
     for r in results:  # a generic suite without cost models: time is all there is
-        r["pct_of_peak"] = r["gbps"] = r["tflops"] = None
+        r.pct_of_peak = r.gbps = r.tflops = None
     paths = plot_report.write_plots(tmp_path, results, base)
     assert len(paths) == 2 and all(p.read_bytes()[:8] == PNG_MAGIC for p in paths)
     assert plot_report.write_plots(tmp_path / "none", []) == []
     for r in results:  # ids that do not split into impl-case uniquely still get one bar each
-        r["param"] = r["param"].split("-", 1)[1]
+        r.param = r.param.split("-", 1)[1]
     assert len(plot_report.write_plots(tmp_path / "dups", results)) == 2
 
 
@@ -361,7 +362,7 @@ def test_summary_says_how_many_unsure_results_could_not_see_the_threshold():
     # a judged test's noise bound is its smallest detectable change; `threshold` the configured one
     for r, verdict, bound in zip(results, ("unsure", "unsure", "unsure", "unsure", "same", "slower"),
                                  (0.26, 0.061, 0.08, 0.049, 0.02, 0.09)):
-        r.update(verdict=verdict, noise_bound=bound, threshold=0.05)
+        vars(r).update(verdict=verdict, noise_bound=bound, threshold=0.05)
     lines = report_table.terminal_lines(results, DEVICE)
     assert lines[-1] == ("6 measured: 1 slower, 4 unsure (3 could not see a 5% change; they could see 6.1-26%, "
                          "median 8.0%), 1 same")
@@ -370,40 +371,40 @@ def test_summary_says_how_many_unsure_results_could_not_see_the_threshold():
 
 def test_summary_of_unsure_tests_with_different_thresholds():
     results = make_results(with_baseline=False)[:3]
-    results[0].update(verdict="unsure", noise_bound=0.12, threshold=0.1)
-    results[1].update(verdict="unsure", noise_bound=0.04, threshold=0.02)
-    results[2].update(verdict="unsure")  # could not compare medians: no bound
+    vars(results[0]).update(verdict="unsure", noise_bound=0.12, threshold=0.1)
+    vars(results[1]).update(verdict="unsure", noise_bound=0.04, threshold=0.02)
+    vars(results[2]).update(verdict="unsure")  # could not compare medians: no bound
     assert report_rows.summary_counts(results) == (
         "3 measured: 3 unsure (2 could not see a change of their threshold (2-10%); they could see 4.0-12%)")
-    results[1].update(noise_bound=0.01)
+    vars(results[1]).update(noise_bound=0.01)
     assert report_rows.summary_counts(results) == (
         "3 measured: 3 unsure (1 could not see a 10% change; it could see 12%)")
 
 
 def test_detects_column_shows_each_judged_tests_noise_bound():
     results = make_results(with_baseline=False)[:2]
-    results[0].update(verdict="same", noise_bound=0.021, threshold=0.05)
-    results[1].update(verdict="new")  # no bound: no detectable change to show
+    vars(results[0]).update(verdict="same", noise_bound=0.021, threshold=0.05)
+    vars(results[1]).update(verdict="new")  # no bound: no detectable change to show
     lines = report_table.terminal_lines(results, DEVICE)
-    assert column(lines, "detects") == {results[0]["param"]: "2.1%", results[1]["param"]: "-"}
+    assert column(lines, "detects") == {results[0].param: "2.1%", results[1].param: "-"}
 
 
 def test_show_of_a_baseline_has_a_runs_column(tmp_path):
     results = make_results(with_baseline=False)[:3]
-    entries = {r["nodeid"]: bl.entry_from_result(r) for r in results}
+    entries = {r.nodeid: bl.entry_from_result(r) for r in results}
     ids = list(entries)
-    entries[ids[0]]["history"] = [1.0, 1.01, 0.99]
-    entries[ids[1]]["history"] = [1.0]
-    entries[ids[2]].pop("history", None)  # a schema 1 entry: one recording
+    entries[ids[0]].history = [1.0, 1.01, 0.99]
+    entries[ids[1]].history = [1.0]
+    entries[ids[2]].history = None  # a schema 1 entry: one recording
     base = bl.Baseline(tmp_path / "b.yaml", DEVICE, SOFTWARE, "2026-11-23T10:00:00Z", entries)
     lines = report_table.terminal_lines(results_store.results_from_baseline(base), DEVICE)
     header = next(line for line in lines if line.lstrip().startswith("param"))
     assert "detects" not in header and "drift" not in header
-    assert column(lines, "runs") == {results[0]["param"]: "3", results[1]["param"]: "1", results[2]["param"]: "1"}
+    assert column(lines, "runs") == {results[0].param: "3", results[1].param: "1", results[2].param: "1"}
     md = md_report.markdown(results_store.results_from_baseline(base), DEVICE, SOFTWARE)
     assert "| runs |" in md
     # entries of one recording each (and a plain run's records) say nothing there: the column is left out
-    entries[ids[0]]["history"] = [1.0]
+    entries[ids[0]].history = [1.0]
     lines = report_table.terminal_lines(results_store.results_from_baseline(base), DEVICE)
     assert not any("runs" in line for line in lines)
     assert not any("runs" in line for line in report_table.terminal_lines(results, DEVICE))
@@ -415,6 +416,7 @@ def test_compare_lines_show_detects_and_what_the_unsure_could_see():
     old["t.py::test_k[d]"] = {"median_ms": 1.0, "noise": 0.005, "samples": 200, "ci_ms": [0.999, 1.001]}
     new = {k: dict(v) for k, v in old.items()}
     new["t.py::test_k[d]"].update(median_ms=1.2, ci_ms=[1.199, 1.201])
+    old, new = ({k: result(v) for k, v in side.items()} for side in (old, new))
     verdicts = {k: judge(old[k], new[k], 0.05) for k in old}
     lines = report_table.compare_lines(verdicts, old, new)
     header = next(line for line in lines if line.lstrip().startswith("param"))
@@ -440,14 +442,14 @@ def test_compare_lines_show_detects_and_what_the_unsure_could_see():
 
 def test_time_line_says_where_the_session_went():
     results = make_results(with_baseline=False)[:2]
-    results[0].update(wall_s=1.5, first_call_s=1.0, measured_s=0.2, remeasured=1)
-    results[1].update(wall_s=0.5, first_call_s=0.1, measured_s=0.2)
+    vars(results[0]).update(wall_s=1.5, first_call_s=1.0, measured_s=0.2, remeasured=1)
+    vars(results[1]).update(wall_s=0.5, first_call_s=0.1, measured_s=0.2)
     assert report_rows.time_line(results, 10.0) == (
         "gpuperf: 10.0 s since start: 2 measurements 2.0 s (first calls, i.e. compiling and autotuning, 1.1 s; "
         "samples 0.4 s; warm-up and calibration 0.5 s; 1 repeated run (suspects re-measured, or recordings)), "
         "outside measurements 8.0 s")
-    results[0]["phases"] = {"first call": 1.0, "warm-up": 0.1, "power cap": 0.12, "samples": 0.3}
-    results[1]["phases"] = {"first call": 0.1, "warm-up": 0.1, "calibration": 0.08, "samples": 0.4}
+    results[0].phases = {"first call": 1.0, "warm-up": 0.1, "power cap": 0.12, "samples": 0.3}
+    results[1].phases = {"first call": 0.1, "warm-up": 0.1, "calibration": 0.08, "samples": 0.4}
     assert "warm-up and calibration 0.5 s: samples less their device time 0.3 s, warm-up 0.2 s, power cap 0.1 s, " \
            "calibration 0.1 s; 1 repeated run" in report_rows.time_line(results, 10.0)
 
@@ -455,11 +457,11 @@ def test_time_line_says_where_the_session_went():
 def test_replay_line_names_the_results_of_a_slowed_process_and_the_test_it_began_at():
     results = make_results(with_baseline=False)[:3]
     assert report_rows.replay_line(results) is None
-    results[1]["slow_replay_us"], results[2]["slow_replay_us"] = 0.17, 0.19
+    results[1].slow_replay_us, results[2].slow_replay_us = 0.17, 0.19
     line = report_rows.replay_line(results)
     assert line.startswith("gpuperf: 2 graph-timed results were measured while this process replayed CUDA graphs "
                            "0.17-0.19 µs per node slower than a fresh process (from ")
-    assert f"from {results[1]['nodeid']} on" in line and "Replay state" in line
+    assert f"from {results[1].nodeid} on" in line and "Replay state" in line
 
 
 def test_the_tables_name_the_peak_each_result_is_held_against_and_which_results_set_their_own():
@@ -467,11 +469,11 @@ def test_the_tables_name_the_peak_each_result_is_held_against_and_which_results_
     matmul rate, or the kernel itself where it beat its probe (held to 100%, and said in a line)."""
     results = make_results(with_baseline=False)
     for r in results:
-        r["peak"] = "copy_gbps" if r["group"] == "test_softmax" else "bf16_tflops"
-    small = next(r for r in results if r["param"] == "torch-bfloat16-1024x1024")
-    small["peak"] = "copy_8192kib_gbps"
-    fast = next(r for r in results if r["param"] == "triton-bfloat16-4096")
-    fast.update(pct_of_peak=100.0, above_peak=0.046)
+        r.peak = "copy_gbps" if r.group == "test_softmax" else "bf16_tflops"
+    small = next(r for r in results if r.param == "torch-bfloat16-1024x1024")
+    small.peak = "copy_8192kib_gbps"
+    fast = next(r for r in results if r.param == "triton-bfloat16-4096")
+    vars(fast).update(pct_of_peak=100.0, above_peak=0.046)
     lines = report_table.terminal_lines(results, DEVICE, width=120)
     of = {**column(lines[lines.index("test_matmul"):lines.index("test_softmax")], "of"),
           **column(lines[lines.index("test_softmax"):], "of")}
@@ -479,15 +481,15 @@ def test_the_tables_name_the_peak_each_result_is_held_against_and_which_results_
     assert of["torch-bfloat16-1024x1024"] == "MiB"
     assert "copy 8 MiB" in next(line for line in lines if "torch-bfloat16-1024x1024" in line)
     assert "100.0%" in next(line for line in lines if "triton-bfloat16-4096" in line)
-    assert lines[-1].startswith("1 result beats the peak probe it is held against") and fast["nodeid"] in lines[-1]
+    assert lines[-1].startswith("1 result beats the peak probe it is held against") and fast.nodeid in lines[-1]
     assert "4.6% over bf16 mm" in lines[-1]
     text = md_report.markdown(results, DEVICE, SOFTWARE)
     assert "4.6% over bf16 mm" in text and "| kernel |" in text
-    small["peak"] = "copy_131072kib_gbps"  # the widest label fits its column: the rows stay aligned
+    small.peak = "copy_131072kib_gbps"  # the widest label fits its column: the rows stay aligned
     lines = report_table.terminal_lines(results, DEVICE, width=120)
     assert "copy 128 MiB" in next(line for line in lines if "torch-bfloat16-1024x1024" in line)
     header = next(line for line in lines[lines.index("test_softmax"):] if line.lstrip().startswith("param"))
     row = next(line for line in lines if "torch-bfloat16-1024x1024" in line)
     assert row.index("copy 128 MiB") + len("copy 128 MiB") == header.index(" of") + len(" of")
-    del fast["above_peak"]
+    del fast.above_peak
     assert "beats the peak probe" not in report_table.terminal_lines(results, DEVICE, width=120)[-1]

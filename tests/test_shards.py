@@ -7,11 +7,13 @@ import json
 import random
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuperf import cli
+from pytest_gpuperf.core.records import Result
 from pytest_gpuperf.core.shards import ShardSpec, Split, digest, longest_first, partition, shards_problem
 from pytest_gpuperf.store import baseline as bl
 from pytest_gpuperf.store import results as results_store
@@ -167,9 +169,9 @@ def test_with_a_baseline_the_shards_split_by_its_recorded_times(suite):
     suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=8)
     path = next((suite.path / "baselines").glob("*.yaml"))
     base = bl.load(path)
-    assert all(e["wall_s"] > 0 for e in base.entries.values())  # each recording keeps its measuring time
+    assert all(e.wall_s > 0 for e in base.entries.values())  # each recording keeps its measuring time
     costs = {f"test_suite.py::test_case[{n}]": 10.0 - n for n in range(7)}  # test_plain has no entry
-    bl.save(path, base.device, base.software, {name: dict(e, wall_s=costs[name]) for name, e in base.entries.items()},
+    bl.save(path, base.device, base.software, {name: replace(e, wall_s=costs[name]) for name, e in base.entries.items()},
             keep_others=False)
     ids = collected(suite, "--gpuperf")
     parts = [collected(suite, "--gpuperf", f"--gpuperf-shard={k}/2") for k in (1, 2)]
@@ -199,7 +201,7 @@ def test_shards_run_under_gpuperf_merge_into_one_report(suite, capsys):
     out = capsys.readouterr().out
     assert code == 0 and "7 measured: 7 new" in out
     _, merged = results_store.load_results(suite.path / "all.json")
-    assert sorted(r["nodeid"] for r in merged) == [f"test_suite.py::test_case[{n}]" for n in range(7)]
+    assert sorted(r.nodeid for r in merged) == [f"test_suite.py::test_case[{n}]" for n in range(7)]
     assert "7 measured" in (suite.path / "all.md").read_text()
     assert cli.main(["merge-shards", *files[:2]]) == 2
     assert "shard 3 of 3 is missing" in capsys.readouterr().err
@@ -223,7 +225,7 @@ def test_xdist_workers_hand_out_the_longest_tests_first(suite):
     suite.runpytest("--gpuperf", "--gpuperf-save", *FAST).assert_outcomes(passed=8)
     path = next((suite.path / "baselines").glob("*.yaml"))
     base = bl.load(path)
-    bl.save(path, base.device, base.software, {name: dict(e, wall_s=1.0 + int(name[-2])) for name, e in
+    bl.save(path, base.device, base.software, {name: replace(e, wall_s=1.0 + int(name[-2])) for name, e in
                                                base.entries.items()}, keep_others=False)  # test_case[n]: 1 + n s
     suite.makeconftest("""
         def pytest_collection_finish(session):
@@ -251,12 +253,12 @@ DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3"}
 SOFTWARE = {"torch": "2.11.0+cu130"}
 
 
-def result(nodeid: str, verdict: str = "same", **extra) -> dict:
+def result(nodeid: str, verdict: str = "same", **extra) -> Result:
     name, param = nodeid.split("::")[1].split("[")
-    return {"nodeid": nodeid, "name": name, "param": param.rstrip("]"), "group": name, "median_ms": 0.1,
+    return Result.from_dict({"nodeid": nodeid, "name": name, "param": param.rstrip("]"), "group": name, "median_ms": 0.1,
             "noise": 0.01, "samples": 100, "method": "events", "cache": "cold", "verdict": verdict,
             "memory_verdict": "same", "change": 0.2 if verdict == "slower" else 0.0,
-            "message": f"{verdict} by test", "baseline": {"median_ms": 0.1, "history": [0.1, 0.1]}, **extra}
+            "message": f"{verdict} by test", "baseline": {"median_ms": 0.1, "history": [0.1, 0.1]}, **extra})
 
 
 def write_shards(directory: Path, verdicts: dict[str, str], count: int = 2, device=DEVICE) -> list[str]:
@@ -290,8 +292,8 @@ def test_merge_shards_none_slower_is_exit_0_with_one_report(tmp_path, capsys):
     assert code == 0, err
     assert "5 measured: 5 same" in out and "REGRESSION" not in out
     device, merged = results_store.load_results(tmp_path / "all.json")
-    assert device["key"] == DEVICE["key"] and sorted(r["nodeid"] for r in merged) == sorted(SAME)
-    assert all(r["verdict"] == "same" and r["baseline"]["history"] == [0.1, 0.1] for r in merged)
+    assert device["key"] == DEVICE["key"] and sorted(r.nodeid for r in merged) == sorted(SAME)
+    assert all(r.verdict == "same" and r.baseline.history == [0.1, 0.1] for r in merged)
     doc = json.loads((tmp_path / "all.json").read_text())
     assert "gpuperf_shard" not in doc["machine_info"]  # the merged report is the whole run
     assert (tmp_path / "all.md").read_text().count("⚪ same") == 5

@@ -9,6 +9,7 @@ import statistics
 
 import pytest
 
+from pytest_gpuperf.core.records import Entry
 from pytest_gpuperf.measure.cuda_timer import graph_timed, launch_bound
 from pytest_gpuperf.measure.stats import Stats, ci_relative, summarize
 from pytest_gpuperf.measure.timer import TimingConfig, measure
@@ -656,19 +657,19 @@ def test_sim_sampling_stops_once_the_median_is_known_to_the_target_precision(sim
 def test_version_note_says_what_changed_since_an_entrys_timing_version() -> None:
     from pytest_gpuperf.core.versions import TIMING_VERSION, recorded_version, version_note
 
-    assert recorded_version({}) == 1 and recorded_version({"timing": "2"}) == 2  # none recorded: 1
-    assert recorded_version({"timing": "fast"}) is None
-    assert version_note({"timing": TIMING_VERSION, "method": "events"}) is None
-    old = version_note({"method": "events"})
+    assert recorded_version(_entry({})) == 1 and recorded_version(_entry({"timing": "2"})) == 2  # none recorded: 1
+    assert recorded_version(_entry({"timing": "fast"})) is None
+    assert version_note(_entry({"timing": TIMING_VERSION, "method": "events"})) is None
+    old = version_note(_entry({"method": "events"}))
     assert old.startswith("timing version 1") and "latency of a kernel launched between two events" in old
     assert "gap between two kernels queued eagerly" in old
-    assert "upgrade pytest-gpuperf" in version_note({"timing": TIMING_VERSION + 1, "method": "graph"})
-    assert "unknown timing version" in version_note({"timing": "fast"})
-    assert version_note({"timing": 1, "method": "cpu"}) is None  # host clocks: no version changed them
+    assert "upgrade pytest-gpuperf" in version_note(_entry({"timing": TIMING_VERSION + 1, "method": "graph"}))
+    assert "unknown timing version" in version_note(_entry({"timing": "fast"}))
+    assert version_note(_entry({"timing": 1, "method": "cpu"})) is None  # host clocks: no version changed them
     # version 7 (collection on the session's stream) moved graph-timed results only
-    assert "collection runs on the session's stream" in version_note({"timing": 6, "method": "graph"})
-    assert version_note({"timing": 6, "method": "events"}) is None
-    assert version_note({"timing": 6, "method": "queued"}) is None
+    assert "collection runs on the session's stream" in version_note(_entry({"timing": 6, "method": "graph"}))
+    assert version_note(_entry({"timing": 6, "method": "events"})) is None
+    assert version_note(_entry({"timing": 6, "method": "queued"})) is None
 
 
 def test_a_timing_version_changes_only_the_methods_it_names(monkeypatch) -> None:
@@ -677,10 +678,10 @@ def test_a_timing_version_changes_only_the_methods_it_names(monkeypatch) -> None
     old, new = timing.TIMING_VERSION, timing.TIMING_VERSION + 1
     monkeypatch.setattr(timing, "TIMING_VERSION", new)
     monkeypatch.setattr(timing, "TIMING_CHANGES", {**timing.TIMING_CHANGES, new: timing.TimingChange(("events",), "events moved")})
-    assert timing.version_note({"timing": old, "method": "graph"}) is None
-    assert timing.timing_epoch({"timing": old, "method": "graph"}) == timing.timing_epoch({"timing": new, "method": "graph"})
-    assert timing.version_note({"timing": old, "method": "events"}).endswith(f"measures with {new}: events moved")
-    assert "events moved" in timing.version_note({"timing": old})  # method unknown: every change may apply
+    assert timing.version_note(_entry({"timing": old, "method": "graph"})) is None
+    assert timing.timing_epoch(_entry({"timing": old, "method": "graph"})) == timing.timing_epoch(_entry({"timing": new, "method": "graph"}))
+    assert timing.version_note(_entry({"timing": old, "method": "events"})).endswith(f"measures with {new}: events moved")
+    assert "events moved" in timing.version_note(_entry({"timing": old}))  # method unknown: every change may apply
 
 
 def test_a_timing_version_changes_only_the_cache_modes_it_names() -> None:
@@ -688,11 +689,11 @@ def test_a_timing_version_changes_only_the_cache_modes_it_names() -> None:
     compare with this gpuperf's, cold ones do not, and an entry that names no cache mode may have moved."""
     from pytest_gpuperf.core import versions as timing
 
-    assert timing.version_note({"timing": 4, "method": "events", "cache": "warm"}) is None
-    assert "back to back" in timing.version_note({"timing": 4, "method": "events", "cache": "cold"})
-    assert "back to back" in timing.version_note({"timing": 4, "method": "graph"})
-    assert timing.version_note({"timing": 4, "method": "cpu", "cache": "n/a"}) is None
-    assert "events moved" not in timing.version_note({"timing": 2, "method": "graph"})
+    assert timing.version_note(_entry({"timing": 4, "method": "events", "cache": "warm"})) is None
+    assert "back to back" in timing.version_note(_entry({"timing": 4, "method": "events", "cache": "cold"}))
+    assert "back to back" in timing.version_note(_entry({"timing": 4, "method": "graph"}))
+    assert timing.version_note(_entry({"timing": 4, "method": "cpu", "cache": "n/a"})) is None
+    assert "events moved" not in timing.version_note(_entry({"timing": 2, "method": "graph"}))
 
 
 def test_calls_of_finds_each_run_of_a_functions_ops_and_skips_others() -> None:
@@ -763,3 +764,8 @@ def test_sim_peak_memory_counts_the_bytes_asked_for_not_the_allocators_rounding(
     assert _run(sim, sim.kernel(0.25, host_ms=0.05)).peak_memory_bytes == 203 << 20
     del sim.torch.cuda.memory_stats
     assert _run(sim, sim.kernel(0.25, host_ms=0.05)).peak_memory_bytes == 203 << 20
+
+
+def _entry(stored: dict) -> Entry:
+    """A stored entry of a test with `stored`'s keys (its median aside)."""
+    return Entry.from_dict({"median_ms": 1.0, **stored})

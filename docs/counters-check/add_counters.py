@@ -5,8 +5,10 @@ entry's counter history extended as a recording would (store.baseline.merged_cou
 """
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from pytest_gpuperf.core.records import Entry
 from pytest_gpuperf.store import baseline
 
 path, files = Path(sys.argv[1]), sys.argv[2:]
@@ -17,9 +19,9 @@ for name in files:
 entries = dict(stored.entries)
 for nodeid, counters in counted.items():
     if nodeid in entries:
-        entry = dict(entries[nodeid])
-        entry["counters"] = baseline.merged_counters([entry, {"counters": counters}])
-        entries[nodeid] = entry
+        entry = entries[nodeid]
+        merged = baseline.merged_counters([entry, Entry(entry.median_ms, counters=counters)])
+        entries[nodeid] = replace(entry, counters=merged.to_dict() if merged is not None else None)
 baseline.save(path, stored.device, stored.software, entries, keep_others=False)
 missing = sorted(set(entries) - set(counted))
 print(f"{path}: counters for {len(set(counted) & set(entries))} of {len(entries)} entries; "

@@ -100,7 +100,7 @@ class Result:
     peak_memory_history: list[int] | None = field(default=None, metadata={"stored": True})
     drift: float | None = field(default=None, metadata={"stored": True})
     threshold: float | None = field(default=None, metadata=_json(22))
-    baseline: dict | None = None  # the stored entry compared against
+    baseline: Entry | None = None  # the stored entry compared against
     # set only when the result was judged (absent otherwise)
     verdict: str | None = field(default=None, metadata=_json(16, judged=True))
     memory_verdict: str | None = field(default=None, metadata=_json(17, judged=True))
@@ -117,13 +117,26 @@ class Result:
         """The plain record (the judged keys only when a verdict was reached, an entry's stored keys only
         where set)."""
         judged = self.verdict is not None
-        return {f.name: getattr(self, f.name) for f in fields(self) if (judged or not f.metadata.get("judged"))
-                and not (f.metadata.get("stored") and getattr(self, f.name) is None)}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if (judged or not f.metadata.get("judged"))
+               and not (f.metadata.get("stored") and getattr(self, f.name) is None)}
+        out["baseline"] = self.baseline.to_dict() if self.baseline is not None else None
+        return out
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "Result":
         """A Result from a plain record; unknown keys are ignored, missing ones take their defaults."""
-        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+        result = cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+        if isinstance(result.baseline, dict):
+            result.baseline = Entry.from_dict(result.baseline)
+        return result
+
+    @classmethod
+    def of_entry(cls, nodeid: str, entry: "Entry") -> "Result":
+        """A stored entry of test `nodeid` read as a result (`gpuperf show`, `gpuperf compare`)."""
+        name = nodeid_name(nodeid)
+        stored = {f.name: getattr(entry, f.name) for f in fields(entry)}
+        return cls.from_dict(dict(stored, nodeid=nodeid, name=name, param=nodeid_param(nodeid),
+                                  group=entry.group or name))
 
 
 #: Keys of a result copied into pytest-benchmark's extra_info in the results JSON.
@@ -177,6 +190,11 @@ class Entry:
         return out
 
     @classmethod
+    def of(cls, record: "Result | Entry") -> "Entry":
+        """The fields of a result (or another entry) that an entry holds, as they are."""
+        return cls(**{f.name: getattr(record, f.name) for f in fields(cls)})
+
+    @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "Entry":
         """An Entry from a stored mapping or a result record (other keys are ignored)."""
         return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
@@ -207,9 +225,9 @@ def of_peak(raw_pct: float) -> tuple[float, float | None]:
     return (100.0, raw_pct / 100.0 - 1.0) if raw_pct > 100.0 else (raw_pct, None)
 
 
-def raw_pct_of_peak(record: dict[str, Any]) -> float | None:
+def raw_pct_of_peak(record: Measured) -> float | None:
     """A record's rate as a percent of its peak before `of_peak` held it to 100; None without one."""
-    pct, above = record.get("pct_of_peak"), record.get("above_peak")
+    pct, above = record.pct_of_peak, record.above_peak
     if not isinstance(pct, (int, float)) or isinstance(pct, bool):
         return None
     return pct * (1.0 + above) if isinstance(above, (int, float)) and not isinstance(above, bool) else pct
@@ -233,7 +251,6 @@ def nodeid_param(nodeid: str) -> str:
     return ""
 
 
-def record_group(record: dict[str, Any]) -> str:
-    """The report group of a result record or entry: the group its test declared (marker `group`),
-    else the test's name."""
-    return str(record.get("group") or record.get("name") or nodeid_name(record.get("nodeid", "")))
+def record_group(record: Result) -> str:
+    """The report group of a result: the group its test declared (marker `group`), else the test's name."""
+    return str(record.group or record.name or nodeid_name(record.nodeid))

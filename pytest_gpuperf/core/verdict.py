@@ -74,7 +74,7 @@ VERDICTS = ("faster", "same", "slower", "unsure", "new", "missing")
 HOST_METHODS = frozenset({Method.CPU.value, Method.HOST_SYNC.value})
 
 
-def parse_threshold(text) -> float:
+def parse_threshold(text: str | float) -> float:
     """'5%' -> 0.05, '0.05' -> 0.05, '12.5%' -> 0.125 (numbers are accepted as fractions).
 
     ValueError for anything that is not a number, negative, or >= 100%."""

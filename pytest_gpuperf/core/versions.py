@@ -2,9 +2,10 @@
 differently are never compared as if they were timed alike."""
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import replace
+from typing import Any, NamedTuple
 
-from .records import CacheMode, Method
+from .records import CacheMode, Measured, Method
 
 
 class TimingChange(NamedTuple):
@@ -53,24 +54,27 @@ TIMING_CHANGES = {
 }
 
 
-def recorded_version(entry: dict) -> int | None:
-    """The timing version an entry or result record was measured with: 1 when it records none
-    (measured before versions were recorded); None when the value is not a positive integer (or
-    its digits as a string)."""
-    value = entry.get("timing", 1)
+def version_of(value: Any) -> int | None:
+    """A stored timing version: a positive integer (or its digits as a string); None for anything else."""
     if isinstance(value, str) and value.isdigit():
         value = int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
-def _changed(version: int, entry: dict) -> bool:
+def recorded_version(entry: Measured) -> int | None:
+    """The timing version an entry or result was measured with: 1 when it records none (measured
+    before versions were recorded); None when it is not a version (version_of)."""
+    return version_of(1 if entry.timing is None else entry.timing)
+
+
+def _changed(version: int, entry: Measured) -> bool:
     """Whether timing version `version` moved the samples of an entry's method (assumed so for an
     entry that does not say how it was timed)."""
-    change, method, cache = TIMING_CHANGES[version], entry.get("method"), entry.get("cache")
+    change, method, cache = TIMING_CHANGES[version], entry.method, entry.cache
     return (not method or method in change.methods) and (not cache or change.caches is None or cache in change.caches)
 
 
-def timing_epoch(entry: dict) -> int | None:
+def timing_epoch(entry: Measured) -> int | None:
     """The newest timing version, up to the entry's own, that changed how its method reads (1 when
     none did): two results were measured the same way when their epochs are equal. A version newer
     than this gpuperf's is its own epoch; None: not a version."""
@@ -80,12 +84,12 @@ def timing_epoch(entry: dict) -> int | None:
     return max([1] + [v for v in TIMING_CHANGES if v <= version and _changed(v, entry)])
 
 
-def version_note(entry: dict) -> str | None:
+def version_note(entry: Measured) -> str | None:
     """What differs between an entry's timing and this gpuperf's for its method, or None."""
     version = recorded_version(entry)
     if version is None:
         return f"an unknown timing version (this gpuperf measures with {TIMING_VERSION})"
-    if timing_epoch(entry) == timing_epoch(dict(entry, timing=TIMING_VERSION)):
+    if timing_epoch(entry) == timing_epoch(replace(entry, timing=TIMING_VERSION)):
         return None
     if version > TIMING_VERSION:
         return f"timing version {version}, newer than this gpuperf's {TIMING_VERSION}: upgrade pytest-gpuperf"

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from ..core import verdict as verdict_mod
-from ..core.records import Entry, Method, Result, of_peak
+from ..core.records import Method, Result, of_peak
 from ..core.versions import TIMING_VERSION
 from ..core.counters import declared_bytes_note
 from ..measure.device import has_cuda, l2_cache_bytes, peak_name
@@ -79,17 +79,17 @@ class GpuBenchmark:
         perf, settings = self._perf, self._perf.settings
         threshold = self._threshold()
         stored = perf.baseline.entries.get(self._item.nodeid) if perf.baseline is not None else None
-        base = Entry.from_dict(stored) if settings.compare and stored is not None else None
+        base = stored if settings.compare else None
         totals = {"wall_s": 0.0, "measured_s": 0.0, "first_call_s": 0.0}  # all attempts: the test's cost
         phases: dict[str, float] = {}
 
         # The stored method is used again when comparing, and when recording even without a comparison:
         # a recording timed another way would start the entry's history anew.
         planned = settings.plan.methods.get(self._item.nodeid) if settings.plan else None
-        prefer = planned or ((stored or {}).get("method") if settings.compare or settings.save else None)
+        prefer = planned or (stored.method if stored is not None and (settings.compare or settings.save) else None)
         # Likewise its power-cap sampling: a capped call whose warm-up ended before the cap engaged
         # would otherwise be sampled with pauses, at a clock the cap lets rise.
-        loaded = (stored or {}).get("loaded") is True and (settings.compare or settings.save) and not planned
+        loaded = stored is not None and stored.loaded is True and (settings.compare or settings.save) and not planned
 
         first_medians: list[float] = []
 
@@ -111,7 +111,7 @@ class GpuBenchmark:
             totals["first_call_s"]
         result.phases = {phase: round(seconds, 4) for phase, seconds in phases.items()}
         result.threshold = threshold
-        result.baseline = stored if settings.compare else None
+        result.baseline = base
         if settings.save:  # the recording is the first run, not the fastest of a suspect's re-measurements
             result.history = first_medians[:1]
         if verdict is not None:

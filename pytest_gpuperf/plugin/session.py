@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ..core.counters import Counters
+from ..core.records import Result
 from ..core.units import plural
 from ..core.versions import version_note
 from ..measure import calibration, node_gap
@@ -329,7 +330,8 @@ class GpuPerf:
         from ..report.roofline import write_rooflines
         from ..store.results import write_json
 
-        results = list(self.results.values())
+        records = list(self.results.values())
+        results = [Result.from_dict(r) for r in records]
         s = self.settings
         sw = dict(software_versions())
         self.config.hook.pytest_gpuperf_run_info(config=self.config, info=sw)
@@ -337,8 +339,8 @@ class GpuPerf:
         errors = []
 
         def save() -> None:
-            entries = {r["nodeid"]: baseline_mod.entry_from_result(r) for r in results
-                       if r.get("body_passed") and r["median_ms"] > 0}
+            entries = {r.nodeid: r for r, record in zip(results, records)
+                       if record.get("body_passed") and r.median_ms > 0}
             baseline_mod.save(self.baseline_path, device, sw, entries)
             self.saved = len(entries)
 
@@ -367,7 +369,7 @@ class GpuPerf:
         if errors:
             self.write_error = "; ".join(errors)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-        self.config.hook.pytest_gpuperf_results(config=self.config, results=[dict(r) for r in results],
+        self.config.hook.pytest_gpuperf_results(config=self.config, results=[dict(r) for r in records],
                                                 device=device, software=sw)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -377,7 +379,7 @@ class GpuPerf:
         from ..report.table import terminal_lines
 
         tr = terminalreporter
-        results = list(self.results.values())
+        results = [Result.from_dict(r) for r in self.results.values()]
         if results:
             tr.write_sep("=", "gpuperf results")
             for line in terminal_lines(results, self.device, width=config.get_terminal_writer().fullwidth):
@@ -400,7 +402,7 @@ class GpuPerf:
             replayed = replay_line(results)
             if replayed:
                 tr.write_line(replayed)
-        regressions = [r for r in results if r.get("regression")]
+        regressions = [r for r in results if r.regression]
         if regressions:
             tr.write_line(f"gpuperf: {plural(len(regressions), 'regression')} against {self.baseline_path}",
                           red=True, bold=True)

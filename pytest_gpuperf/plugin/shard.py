@@ -4,22 +4,24 @@ JSON which split this run was, so `gpuperf merge-shards` can check that the shar
 pytest-xdist's workers order their tests longest first."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
+from ..core.records import Entry
 from ..core.shards import ShardSpec, Split, longest_first
 
 #: pytest-xdist workeroutput key: the workers cut the tests, the controller writes the results JSON.
 SHARD_OUTPUT = "gpuperf_shard"
 
 
-def recorded_costs(entries: dict[str, dict]) -> dict[str, Any]:
+def recorded_costs(entries: Mapping[str, Entry]) -> dict[str, Any]:
     """Each baseline entry's recorded measuring time (test id -> seconds, None where unrecorded)."""
-    return {name: entry.get("wall_s") for name, entry in entries.items() if isinstance(entry, dict)}
+    return {name: entry.wall_s for name, entry in entries.items()}
 
 
-def by_recorded_time(items: list[pytest.Item], entries: dict[str, dict]) -> list[pytest.Item]:
+def by_recorded_time(items: list[pytest.Item], entries: Mapping[str, Entry]) -> list[pytest.Item]:
     """`items` longest first by recorded time (core.shards.longest_first)."""
     order = {nodeid: i for i, nodeid in enumerate(longest_first([item.nodeid for item in items],
                                                                 recorded_costs(entries)))}
@@ -36,7 +38,7 @@ class Sharding:
         #: Split.to_dict() of this run, for the results JSON; an xdist controller gets a worker's
         self.record: dict[str, Any] | None = None
 
-    def cut(self, items: list[pytest.Item], entries: dict[str, dict]) -> list[pytest.Item]:
+    def cut(self, items: list[pytest.Item], entries: Mapping[str, Entry]) -> list[pytest.Item]:
         """The items outside this shard, from the baseline `entries`' recorded times."""
         self.split = Split.of([item.nodeid for item in items], recorded_costs(entries), self.spec)
         self.record = self.split.to_dict()

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.files import atomic_write_text
-from ..core.records import Entry, Result
+from ..core.records import Result
 from ..core.verdict import DEFAULT_THRESHOLD, judge
 from .rows import COLUMNS, ceiling_line, cells_of, counters_line, grouped, kept_columns, peaks_text, summary_counts
 
@@ -22,7 +22,7 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(results: list[dict], device: dict, software: dict, *, note: str | None = None) -> str:
+def markdown(results: list[Result], device: dict, software: dict, *, note: str | None = None) -> str:
     """The summary as GitHub-flavoured Markdown (a CI step summary): one table per group."""
     out = [f"## pytest-gpuperf: {_md_escape((device or {}).get('name') or (device or {}).get('key') or 'unknown device')}",
            ""]
@@ -46,17 +46,16 @@ def markdown(results: list[dict], device: dict, software: dict, *, note: str | N
     work = counters_line(results)
     if work:
         out += [_md_escape(work.removeprefix("gpuperf: ")), ""]
-    regressions = [r for r in results if r.get("regression") or r.get("verdict") == "slower"
-                   or r.get("memory_verdict") == "slower"]
+    regressions = [r for r in results if r.regression or r.verdict == "slower"
+                   or r.memory_verdict == "slower"]
     if regressions:
         out.append("### Regressions")
         out.append("")
         for r in regressions:
-            msg = r.get("message") or ""
-            if not msg and isinstance(r.get("baseline"), dict):
-                msg = judge(Entry.from_dict(r["baseline"]), Result.from_dict(r),
-                            float(r.get("threshold") or DEFAULT_THRESHOLD)).message
-            out.append(f"- `{_md_escape(r.get('nodeid', ''))}`: {_md_escape(msg or r.get('verdict'))}")
+            msg = r.message or ""
+            if not msg and r.baseline is not None:
+                msg = judge(r.baseline, r, float(r.threshold or DEFAULT_THRESHOLD)).message
+            out.append(f"- `{_md_escape(r.nodeid)}`: {_md_escape(msg or r.verdict)}")
         out.append("")
     keep = kept_columns(cells_of(r) for r in results)
     for group, rows in grouped(results):
@@ -66,19 +65,19 @@ def markdown(results: list[dict], device: dict, software: dict, *, note: str | N
         out.append("| :-- | " + "--: | " * len(keep) + ":-- |")
         for r in rows:
             cells = [cells_of(r)[k] for k in keep]
-            verdict = _MD_VERDICT.get(r.get("verdict") or "", r.get("verdict") or "")
-            mem = r.get("memory_verdict")
+            verdict = _MD_VERDICT.get(r.verdict or "", r.verdict or "")
+            mem = r.memory_verdict
             if mem in ("slower", "faster"):
                 verdict += f" (peak memory {'**grew**' if mem == 'slower' else 'shrank'})"
-            if r.get("counter_verdict") in ("more", "less"):
-                verdict += f" ({'**more work**' if r['counter_verdict'] == 'more' else 'less work'})"
-            label = r.get("param") or r.get("name") or ""
+            if r.counter_verdict in ("more", "less"):
+                verdict += f" ({'**more work**' if r.counter_verdict == 'more' else 'less work'})"
+            label = r.param or r.name or ""
             out.append("| " + " | ".join([f"`{_md_escape(label)}`"] + [_md_escape(c) for c in cells]
                                          + [verdict]) + " |")
         out.append("")
     return "\n".join(out)
 
 
-def write_markdown(path: Path, results: list[dict], device: dict, software: dict, *, note: str | None = None) -> None:
+def write_markdown(path: Path, results: list[Result], device: dict, software: dict, *, note: str | None = None) -> None:
     """`note` (e.g. why a run stopped early) is a bold line above the counts."""
     atomic_write_text(Path(path), markdown(results, device, software, note=note))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..core.units import as_number, fmt_ms
 from ..core.verdict import DEFAULT_THRESHOLD
+from ..core.records import Entry, Measured, Result
 from ..store.baseline import Baseline
 from .rows import fmt_change, fmt_rate, grouped, middle_truncate, natural_key, record_group, row_key, series_and_case
 
@@ -17,25 +19,25 @@ _PALETTE = ("#4C72B0", "#DD8452", "#8172B3", "#64B5CD", "#937860", "#DA8BC3", "#
 _VERDICT_COLOR = {"slower": "#C0392B", "faster": "#1E8449", "unsure": "#B9770E"}
 
 
-def _metric(rows: list[dict]) -> tuple[str, str, bool]:
+def _metric(rows: list[Result]) -> tuple[str, str, bool]:
     """(key, axis label, higher_is_better) for a set of records."""
     for key, label in (("pct_of_peak", "% of peak"), ("gbps", "GB/s"), ("tflops", "TFLOP/s")):
-        if rows and all(as_number(r.get(key)) is not None for r in rows):
+        if rows and all(as_number(getattr(r, key)) is not None for r in rows):
             return key, label, True
     for key, label in (("pct_of_peak", "% of peak"), ("gbps", "GB/s"), ("tflops", "TFLOP/s")):
-        if sum(as_number(r.get(key)) is not None for r in rows) * 2 >= len(rows) > 0:
+        if sum(as_number(getattr(r, key)) is not None for r in rows) * 2 >= len(rows) > 0:
             return key, label, True
     return "median_ms", "median time (ms), lower is better", False
 
 
-def _value(r: dict | None, key: str, like: dict | None = None) -> float | None:
+def _value(r: Measured | None, key: str, like: Result | None = None) -> float | None:
     """r's value of key; for a baseline entry without it, derived from ``like`` (throughput ~ 1/time)."""
     if not r:
         return None
-    v = as_number(r.get(key))
+    v = as_number(getattr(r, key))
     if v is not None or like is None or key == "median_ms":
         return v
-    lv, lm, rm = as_number(like.get(key)), as_number(like.get("median_ms")), as_number(r.get("median_ms"))
+    lv, lm, rm = as_number(getattr(like, key)), as_number(like.median_ms), as_number(r.median_ms)
     if lv is None or not lm or not rm:
         return None
     return lv * lm / rm
@@ -49,19 +51,19 @@ def _fmt_value(v: float, key: str) -> str:
     return fmt_rate(v)
 
 
-def _impl_case(rows: list[dict]) -> list[tuple[str, str, dict]]:
+def _impl_case(rows: list[Result]) -> list[tuple[str, str, Result]]:
     """(series, case, record), the series from rows.series_and_case. Falls back to one bar per param
     (or per test id) when that split is not unique."""
-    params = [str(r.get("param") or "") for r in rows]
+    params = [str(r.param or "") for r in rows]
     splits = [series_and_case(p) for p in params]
     if params and all(split is not None for split in splits):
         items = [(split[0], split[1], r) for split, r in zip(splits, rows)]
         if len({(i, c) for i, c, _ in items}) == len(items):
             return items
-    items = [(record_group(r), p or str(r.get("name") or ""), r) for p, r in zip(params, rows)]
+    items = [(record_group(r), p or str(r.name or ""), r) for p, r in zip(params, rows)]
     if len({(i, c) for i, c, _ in items}) == len(items):
         return items
-    return [(record_group(r), str(r.get("nodeid") or p), r) for p, r in zip(params, rows)]
+    return [(record_group(r), str(r.nodeid or p), r) for p, r in zip(params, rows)]
 
 
 def _safe_filename(text: str) -> str:
@@ -77,7 +79,7 @@ def _plt():
     return plt
 
 
-def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suffix: str):
+def _plot_group(plt, group: str, rows: list[Result], base_entries: Mapping[str, Entry], title_suffix: str):
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -108,31 +110,32 @@ def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suf
             if v is None:
                 continue
             vmax, vmin = max(vmax, v), min(vmin, v) if v > 0 else vmin
-            verdict = r.get("verdict")
+            verdict = r.verdict
             ax.barh(y, v, height=bar_h * 0.88, color=color[impl],
                     edgecolor=_VERDICT_COLOR.get(verdict, "none"), linewidth=2 if verdict in _VERDICT_COLOR else 0)
-            base = r.get("baseline") if isinstance(r.get("baseline"), dict) else base_entries.get(r.get("nodeid"))
+            base = r.baseline if r.baseline is not None else base_entries.get(r.nodeid)
             bv = _value(base, key, like=r)
             text = _fmt_value(v, key)
-            if key != "median_ms" and as_number(r.get("median_ms")):
-                text += f"  {fmt_ms(as_number(r.get('median_ms')))}"
+            if key != "median_ms" and as_number(r.median_ms):
+                text += f"  {fmt_ms(as_number(r.median_ms))}"
             if bv is not None:
                 any_base = True
                 vmax = max(vmax, bv)
                 ax.plot([bv, bv], [y - bar_h * 0.48, y + bar_h * 0.48], color="black", linewidth=2.2,
                         solid_capstyle="butt", zorder=3)
-                change = as_number(r.get("change"))
-                if change is None and as_number(base.get("median_ms")) and as_number(r.get("median_ms")):
-                    change = r["median_ms"] / base["median_ms"] - 1.0
+                change = as_number(r.change)
+                if change is None and as_number(base.median_ms) and as_number(r.median_ms):
+                    change = r.median_ms / base.median_ms - 1.0
                 if change is not None and (abs(change) >= 0.005 or verdict in _VERDICT_COLOR):
                     text += f"  {change * 100:+.1f}% time"
             if verdict in _VERDICT_COLOR:
                 text += f" ({verdict})"
                 verdicts_seen.add(verdict)
-            mem_verdict = r.get("memory_verdict")
+            mem_verdict = r.memory_verdict
             mem_color = None
             if mem_verdict in ("slower", "faster"):
-                mb, mn = as_number((base or {}).get("peak_memory_bytes")), as_number(r.get("peak_memory_bytes"))
+                mb = as_number(base.peak_memory_bytes) if base is not None else None
+                mn = as_number(r.peak_memory_bytes)
                 grew = "grew" if mem_verdict == "slower" else "shrank"
                 text += f"  peak mem {grew}" + (f" {mn / mb * 100 - 100:+.0f}%" if mb and mn else "")
                 mem_color = _VERDICT_COLOR[mem_verdict]
@@ -179,17 +182,18 @@ def _plot_group(plt, group: str, rows: list[dict], base_entries: dict, title_suf
     return fig
 
 
-def write_plots(directory: Path, results: list[dict], baseline=None, device: dict | None = None) -> list[Path]:
+def write_plots(directory: Path, results: list[Result], baseline: Baseline | Mapping[str, Entry] | None = None,
+                device: dict | None = None) -> list[Path]:
     """One PNG per group: implementations side by side (as % of peak where known), with baseline markers.
 
-    ``baseline`` may be a Baseline, a dict test id -> entry, or None; a record's own "baseline" entry wins."""
+    ``baseline`` may be a Baseline, a mapping test id -> entry, or None; a result's own baseline entry wins."""
     if not results:
         return []
     plt = _plt()
     if isinstance(baseline, Baseline):
         base_entries = baseline.entries
         device = device or baseline.device
-    elif isinstance(baseline, dict):
+    elif baseline is not None:
         base_entries = baseline
     else:
         base_entries = {}
@@ -211,7 +215,7 @@ def write_plots(directory: Path, results: list[dict], baseline=None, device: dic
     return paths
 
 
-def plot_files(out: Path, labeled: list[tuple[str, list[dict]]]) -> Path:
+def plot_files(out: Path, labeled: list[tuple[str, list[Result]]]) -> Path:
     """`gpuperf plot`: one figure comparing several files' results, one panel per group, one bar per file."""
     plt = _plt()
     from matplotlib.patches import Patch
@@ -221,11 +225,11 @@ def plot_files(out: Path, labeled: list[tuple[str, list[dict]]]) -> Path:
     if not all_rows:
         raise ValueError("nothing to plot: the files have no entries")
     key, label, higher = _metric(all_rows)
-    groups: dict[str, dict[str, dict[int, dict]]] = {}
+    groups: dict[str, dict[str, dict[int, Result]]] = {}
     for fi, (_, rows) in enumerate(labeled):
         for r in rows:
             g = groups.setdefault(record_group(r), {})
-            g.setdefault(str(r.get("param") or r.get("name") or ""), {})[fi] = r
+            g.setdefault(str(r.param or r.name or ""), {})[fi] = r
     names = sorted(groups, key=natural_key)
     n_files = len(labeled)
     heights = [len(groups[g]) * (0.26 * n_files + 0.18) + 0.9 for g in names]
@@ -248,13 +252,13 @@ def plot_files(out: Path, labeled: list[tuple[str, list[dict]]]) -> Path:
                 ax.barh(y, v, height=bar_h * 0.88, color=colors[fi])
                 vmax = max(vmax, v)
                 text = _fmt_value(v, key)
-                if key != "median_ms" and as_number(r.get("median_ms")):
-                    text += f"  {fmt_ms(as_number(r.get('median_ms')))}"
+                if key != "median_ms" and as_number(r.median_ms):
+                    text += f"  {fmt_ms(as_number(r.median_ms))}"
                 tcolor = "#222222"
                 if first is None:
                     first = r
-                elif as_number(first.get("median_ms")) and as_number(r.get("median_ms")):
-                    change = r["median_ms"] / first["median_ms"] - 1.0
+                elif as_number(first.median_ms) and as_number(r.median_ms):
+                    change = r.median_ms / first.median_ms - 1.0
                     if abs(change) >= 0.005:
                         text += f"  {fmt_change(change)} time vs {labeled[first_fi][0]}"
                     if abs(change) > DEFAULT_THRESHOLD:

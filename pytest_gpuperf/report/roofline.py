@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..core.counters import counters_of
 from ..core.peak_names import COPY_PEAK
-from ..core.records import Entry
+from ..core.records import Result
 from ..core.units import as_number
 from .plots import _plt, _safe_filename
 from .rows import grouped, series_and_case
@@ -16,29 +16,29 @@ from .rows import grouped, series_and_case
 COMPUTE_PEAKS = ("bf16_tflops", "fp16_tflops", "tf32_tflops", "fp32_tflops")
 
 
-def intensity(record: dict) -> float | None:
+def intensity(record: Result) -> float | None:
     """FLOP per DRAM byte of a result: its declared flops over the bytes its kernels read and wrote
     (None without flops or counters)."""
-    flops = as_number(record.get("flops"))
-    counters = counters_of(Entry.from_dict(record))
+    flops = as_number(record.flops)
+    counters = counters_of(record)
     if not flops or counters is None:
         return None
     moved = (counters.center("dram_read_bytes") or 0.0) + (counters.center("dram_write_bytes") or 0.0)
     return flops / moved if moved > 0 else None
 
 
-def _points(rows: list[dict]) -> list[tuple[str, float, float]]:
+def _points(rows: list[Result]) -> list[tuple[str, float, float]]:
     """(series, FLOP/byte, TFLOP/s) of the rows that have both."""
     out = []
     for r in rows:
-        x, tflops = intensity(r), as_number(r.get("tflops"))
+        x, tflops = intensity(r), as_number(r.tflops)
         if x is not None and tflops:
-            split = series_and_case(str(r.get("param") or ""))
-            out.append((split[0] if split else str(r.get("param") or r.get("name") or ""), x, tflops))
+            split = series_and_case(str(r.param or ""))
+            out.append((split[0] if split else str(r.param or r.name or ""), x, tflops))
     return out
 
 
-def write_rooflines(directory: Path, results: list[dict], device: dict | None) -> list[Path]:
+def write_rooflines(directory: Path, results: list[Result], device: dict | None) -> list[Path]:
     """`roofline-<group>.png` for each group with counted results; [] where none has counters."""
     groups = [(g, pts) for g, rows in grouped(results) if (pts := _points(rows))]
     if not groups:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import collections
 import re
 import statistics
-from typing import Any, Iterable
+from typing import Iterable
 
-from ..core.records import Phase, nodeid_name, nodeid_param, record_group
+from ..core.records import Phase, Result, nodeid_name, nodeid_param, record_group
 from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate, plural
 from ..core.peak_names import peak_label
 
@@ -16,10 +16,10 @@ __all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "ceiling_line", "detects_te
            "fmt_pct", "fmt_rate", "grouped", "kept_columns", "middle_truncate", "natural_key", "nodeid_name",
            "nodeid_param", "param_width", "peaks_text", "record_group", "row_key", "series_and_case", "summary_counts", "counters_line",
            "first_calls_lines", "undecided_by_time", "undecided_same",
-           "time_line", "verdict_parts", "verdict_text"]
+           "time_line", "is_undecided", "verdict_parts", "verdict_text"]
 
 
-def fmt_mem(x: Any) -> str:
+def fmt_mem(x: float | None) -> str:
     x = as_number(x)
     return "-" if x is None else fmt_bytes(x)
 
@@ -48,7 +48,7 @@ def series_and_case(param: str) -> tuple[str, str] | None:
     return (parts[0], "-".join(parts[1:])) if len(parts) >= 2 else None
 
 
-def row_key(param: str):
+def row_key(param: str) -> tuple[list, list]:
     """Sort rows so that the series (implementations) of one case are adjacent."""
     split = series_and_case(param)
     if split is not None:
@@ -56,22 +56,22 @@ def row_key(param: str):
     return (natural_key(param or ""), [])
 
 
-def grouped(results: Iterable[dict]) -> list[tuple[str, list[dict]]]:
-    groups: dict[str, list[dict]] = {}
+def grouped(results: Iterable[Result]) -> list[tuple[str, list[Result]]]:
+    groups: dict[str, list[Result]] = {}
     for r in results:
         groups.setdefault(record_group(r), []).append(r)
-    return [(g, sorted(rows, key=lambda r: row_key(r.get("param") or ""))) for g, rows in
+    return [(g, sorted(rows, key=lambda r: row_key(r.param or ""))) for g, rows in
             sorted(groups.items(), key=lambda kv: natural_key(kv[0]))]
 
 
-def verdict_text(r: dict) -> str:
-    v = r.get("verdict") or ""
+def verdict_text(r: Result) -> str:
+    v = r.verdict or ""
     if undecided_same(r):
         v = "same?"  # counted as undecided: the time could not see a change of the test's threshold
-    mem = r.get("memory_verdict")
+    mem = r.memory_verdict
     if mem in ("slower", "faster"):
         v = (v + ", " if v else "") + ("more memory" if mem == "slower" else "less memory")
-    work = r.get("counter_verdict")
+    work = r.counter_verdict
     if work in ("more", "less") or (work == "same" and undecided_by_time(r)):
         v = (v + ", " if v else "") + f"{work} work"
     return v
@@ -82,33 +82,38 @@ def verdict_text(r: dict) -> str:
 VERDICT_ORDER = ("slower", "unsure", "undecided", "faster", "same", "new", "missing")
 
 
-def undecided_same(r: dict) -> bool:
+def undecided_same(r: Result) -> bool:
     """A `same` whose smallest detectable change exceeds the threshold the test asked for: the time
     could not have seen a threshold-sized change, so it decided nothing."""
-    detects, threshold = as_number(r.get("detects")), as_number(r.get("threshold"))
-    return r.get("verdict") == "same" and detects is not None and threshold is not None and detects > threshold
+    return is_undecided(r.verdict, r.detects, r.threshold)
 
 
-def undecided_by_time(r: dict) -> bool:
+def is_undecided(verdict: str | None, detects: float | None, threshold: float | None) -> bool:
+    """Is this verdict a `same` that could not have seen a change of `threshold` (see undecided_same)?"""
+    detects, threshold = as_number(detects), as_number(threshold)
+    return verdict == "same" and detects is not None and threshold is not None and detects > threshold
+
+
+def undecided_by_time(r: Result) -> bool:
     """Could the time not decide this test (unsure, or an undecided same)?"""
-    return r.get("verdict") == "unsure" or undecided_same(r)
+    return r.verdict == "unsure" or undecided_same(r)
 
 
-def counters_line(results: list[dict]) -> str | None:
+def counters_line(results: list[Result]) -> str | None:
     """What the counters decided: more or less work anywhere, and among the tests the time could not
     decide, how many the counters decided; None where no result was judged by time."""
     undecided = [r for r in results if undecided_by_time(r)]
-    judged = [r for r in results if r.get("counter_verdict")]
+    judged = [r for r in results if r.counter_verdict]
     if not undecided and not judged:
         return None
-    words = collections.Counter(r["counter_verdict"] for r in judged)
-    decided = sum(1 for r in undecided if r.get("counter_verdict"))
+    words = collections.Counter(r.counter_verdict for r in judged)
+    decided = sum(1 for r in undecided if r.counter_verdict)
     text = f"gpuperf: {plural(len(undecided), 'test')} undecided by time"
     if judged:
         text += (f"; counters judged {plural(len(judged), 'test')} (" + ", ".join(
             f"{words[w]} {w} work" for w in ("more", "less", "same") if words[w])
                  + f") and decided {decided} of the {len(undecided)}")
-    elif any(r.get("counters") for r in results):
+    elif any(r.counters for r in results):
         text += ": the baseline holds no counters to judge them by; record them (--gpuperf-counters --gpuperf-save)"
     else:
         text += ": --gpuperf-counters decides them by hardware counters"
@@ -160,42 +165,42 @@ def verdict_parts(judged: Iterable[tuple[str | None, float | None, float | None]
     return parts
 
 
-def summary_counts(results: list[dict]) -> str:
+def summary_counts(results: list[Result]) -> str:
     """The session's summary line: tests measured, counted by verdict, and what the unsure could see."""
-    mem_slower = sum(1 for r in results if r.get("memory_verdict") == "slower")
-    measured = sum(1 for r in results if r.get("verdict") != "missing")
+    mem_slower = sum(1 for r in results if r.memory_verdict == "slower")
+    measured = sum(1 for r in results if r.verdict != "missing")
     text = f"{measured} measured"
-    parts = verdict_parts(("undecided" if undecided_same(r) else r.get("verdict"), as_number(r.get("noise_bound")),
-                           as_number(r.get("threshold"))) for r in results)
+    parts = verdict_parts(("undecided" if undecided_same(r) else r.verdict, as_number(r.noise_bound),
+                           as_number(r.threshold)) for r in results)
     if mem_slower:
         parts.append(f"{mem_slower} with more peak memory")
     return text + (": " + ", ".join(parts) if parts else "")
 
 
-def ceiling_line(results: list[dict]) -> str | None:
+def ceiling_line(results: list[Result]) -> str | None:
     """Which results beat the peak they are held against, and so set their own ceiling (100% of
     peak); None when none did."""
     above = [r for r in results
-             if (as_number(r.get("above_peak")) or 0) > 0 and as_number(r.get("pct_of_peak")) is not None]
+             if (as_number(r.above_peak) or 0) > 0 and as_number(r.pct_of_peak) is not None]
     if not above:
         return None
-    top = max(above, key=lambda r: as_number(r["above_peak"]))
+    top = max(above, key=lambda r: as_number(r.above_peak))
     counted = f"{plural(len(above), 'result')} beat{'' if len(above) > 1 else 's'}"
     return (f"{counted} the peak probe {'they are' if len(above) > 1 else 'it is'} held against: 'kernel' sets "
-            f"the ceiling (100%); furthest {top.get('nodeid') or top.get('name')}, {as_number(top['above_peak']):.1%} over "
-            f"{peak_label(top.get('peak'))} (docs/measurement.md)")
+            f"the ceiling (100%); furthest {top.nodeid or top.name}, {as_number(top.above_peak):.1%} over "
+            f"{peak_label(top.peak)} (docs/measurement.md)")
 
 
-def time_line(results: list[dict], session_s: float, span: str = "since start") -> str:
+def time_line(results: list[Result], session_s: float, span: str = "since start") -> str:
     """Where the session's time went, so a slow suite says what to cut: first calls (compiling,
     autotuning), samples, the harness's own warm-up and calibration (by Phase, where results carry
     them), and everything outside gpu_benchmark (inputs, references, correctness checks, profiling,
     collection). `span` names the time `session_s` covers."""
     def total(key: str) -> float:
-        return sum(as_number(r.get(key)) or 0.0 for r in results)
+        return sum(as_number(getattr(r, key)) or 0.0 for r in results)
 
     wall, first, sampled = total("wall_s"), total("first_call_s"), total("measured_s")
-    again = sum(int(as_number(r.get("remeasured")) or 0) for r in results)
+    again = sum(int(as_number(r.remeasured) or 0) for r in results)
     repeated = f"; {plural(again, 'repeated run')} (suspects re-measured, or recordings)" if again else ""
     return (f"gpuperf: {session_s:.1f} s {span}: {plural(len(results), 'measurement')} {wall:.1f} s (first calls, i.e. "
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
@@ -209,10 +214,10 @@ FIRST_CALLS_SHOWN = 5
 FIRST_CALL_NOTABLE_S = 0.5
 
 
-def first_calls_lines(results: list[dict]) -> list[str]:
+def first_calls_lines(results: list[Result]) -> list[str]:
     """The first calls (compiling, autotuning, loading) of FIRST_CALL_NOTABLE_S or more, counted, and the
     slowest of them, longest first: what a cold compile cache costs, and where; [] when none took that."""
-    seconds = ((as_number(r.get("first_call_s")) or 0.0, str(r.get("nodeid") or r.get("name"))) for r in results)
+    seconds = ((as_number(r.first_call_s) or 0.0, str(r.nodeid or r.name)) for r in results)
     slow = sorted(((s, nodeid) for s, nodeid in seconds if s >= FIRST_CALL_NOTABLE_S), key=lambda x: (-x[0], x[1]))
     if not slow:
         return []
@@ -221,12 +226,12 @@ def first_calls_lines(results: list[dict]) -> list[str]:
     return [head] + [f"  {s:6.1f} s  {nodeid}" for s, nodeid in slow[:FIRST_CALLS_SHOWN]]
 
 
-def _phase_parts(results: list[dict], sampled: float) -> str:
+def _phase_parts(results: list[Result], sampled: float) -> str:
     """': power cap 67.0 s, ...' — the harness's time before and between samples by Phase, largest
     first (the sampling phase less the samples' own device time is the host's reading of them)."""
     seconds: dict[str, float] = collections.defaultdict(float)
     for r in results:
-        for phase, value in (r.get("phases") or {}).items():
+        for phase, value in (r.phases or {}).items():
             seconds[phase] += as_number(value) or 0.0
     if not seconds:
         return ""
@@ -236,15 +241,15 @@ def _phase_parts(results: list[dict], sampled: float) -> str:
     return ": " + ", ".join(f"{k} {v:.1f} s" for v, k in parts) if parts else ""
 
 
-def replay_line(results: list[dict]) -> str | None:
+def replay_line(results: list[Result]) -> str | None:
     """Which results were measured while the process replayed CUDA graphs slower than a fresh one
     (`slow_replay_us`, measure/replay_state.py), from which test on; None where none were."""
-    slowed = [r for r in results if (as_number(r.get("slow_replay_us")) or 0.0) > 0]
+    slowed = [r for r in results if (as_number(r.slow_replay_us) or 0.0) > 0]
     if not slowed:
         return None
-    us = sorted(as_number(r["slow_replay_us"]) for r in slowed)
+    us = sorted(as_number(r.slow_replay_us) for r in slowed)
     span = f"{us[0]:.2f}" if us[0] == us[-1] else f"{us[0]:.2f}-{us[-1]:.2f}"
-    first = slowed[0].get("nodeid") or slowed[0].get("name")
+    first = slowed[0].nodeid or slowed[0].name
     were = "was" if len(slowed) == 1 else "were"
     return (f"gpuperf: {plural(len(slowed), 'graph-timed result')} {were} measured while this process replayed "
             f"CUDA graphs {span} µs per node slower than a fresh process (from {first} on, after large kernels ran "
@@ -295,28 +300,28 @@ def detects_text(detects: float | None) -> str:
     return fmt_pct(None if detects is None else detects * 100)
 
 
-def runs_text(r: dict) -> str:
+def runs_text(r: Result) -> str:
     """The recordings an unjudged record's `history` holds ('1' without one); '-' for a judged record,
     whose detectable change says more."""
-    if r.get("verdict"):
+    if r.verdict:
         return "-"
-    history = r.get("history")
+    history = r.history
     return str(len(history)) if isinstance(history, list) and history else "1"
 
 
-def cells_of(r: dict) -> list[str]:
-    noise = as_number(r.get("noise"))
+def cells_of(r: Result) -> list[str]:
+    noise = as_number(r.noise)
     return [
-        fmt_ms(as_number(r.get("median_ms"))),
+        fmt_ms(as_number(r.median_ms)),
         "-" if noise is None else f"{noise * 100:.1f}%",
-        detects_text(as_number(r.get("detects") if r.get("detects") is not None else r.get("noise_bound"))),
+        detects_text(as_number(r.detects if r.detects is not None else r.noise_bound)),
         runs_text(r),
-        fmt_rate(r.get("gbps")),
-        fmt_rate(r.get("tflops")),
-        fmt_pct(r.get("pct_of_peak")),
-        "-" if as_number(r.get("pct_of_peak")) is None else peak_label(r.get("peak"), as_number(r.get("above_peak"))),
-        fmt_mem(r.get("peak_memory_bytes")),
-        fmt_change(r.get("change")),
+        fmt_rate(r.gbps),
+        fmt_rate(r.tflops),
+        fmt_pct(r.pct_of_peak),
+        "-" if as_number(r.pct_of_peak) is None else peak_label(r.peak, as_number(r.above_peak)),
+        fmt_mem(r.peak_memory_bytes),
+        fmt_change(r.change),
     ]
 
 
@@ -329,7 +334,7 @@ PARAM_MIN_WIDTH = 60
 _BLANK = {"runs": ("-", "", "1")}
 
 
-def kept_columns(rows) -> list[int]:
+def kept_columns(rows: Iterable[list[str]]) -> list[int]:
     """Indices of the COLUMNS that some row fills (the median always)."""
     rows = list(rows)
     return [k for k, (name, _, _) in enumerate(COLUMNS)

@@ -1,15 +1,17 @@
 """The terminal tables: the session summary (`pytest --gpuperf`, `gpuperf show`) and `gpuperf compare`."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from ..core.records import Result
 from ..core.units import fmt_ms, plural
-from ..core.verdict import is_regression
+from ..core.verdict import Verdict, is_regression
 from .rows import (COLUMNS, ceiling_line, cells_of, detects_text, device_line, fmt_change, grouped, kept_columns,
-                   middle_truncate, natural_key,
-                   nodeid_name, nodeid_param, param_width, row_key, summary_counts, undecided_same, verdict_parts,
-                   verdict_text)
+                   middle_truncate, natural_key, nodeid_name, nodeid_param, param_width, row_key, summary_counts,
+                   is_undecided, verdict_parts, verdict_text)
 
 
-def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[str]:
+def terminal_lines(results: list[Result], device: dict, width: int = 120) -> list[str]:
     """The summary table: one block per group, rows sorted by param (impls of one case adjacent).
 
     Columns that are empty for every result (e.g. TFLOP/s for a memory-bound suite, verdicts without a
@@ -24,7 +26,7 @@ def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[
     show_verdict = any(verdict_text(r) for r in results)
     verdict_w = max([7] + [len(verdict_text(r)) for r in results]) if show_verdict else 0
     fixed = sum(w + 2 for _, w, _ in columns) + (2 + verdict_w if show_verdict else 0)
-    longest = max(len(str(r.get("param") or r.get("name") or "")) for r in results)
+    longest = max(len(str(r.param or r.name or "")) for r in results)
     param_w = param_width(longest, width - 2 - fixed)
     for group, rows in grouped(results):
         lines.append("")
@@ -36,7 +38,7 @@ def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[
             header += "  " + "verdict"
         lines.append(header.rstrip())
         for r in rows:
-            label = str(r.get("param") or r.get("name") or "")
+            label = str(r.param or r.name or "")
             line = "  " + f"{middle_truncate(label, param_w):<{param_w}}"
             row_cells = cells[id(r)]
             for k, (name, w, _) in zip(keep, columns):
@@ -52,38 +54,43 @@ def terminal_lines(results: list[dict], device: dict, width: int = 120) -> list[
     return lines
 
 
-def _undecided(v, record: dict) -> bool:
+def _undecided(v: Verdict, record: Result | None) -> bool:
     """A `same` whose smallest detectable change exceeds the test's own threshold (the record's, as
     the run asked for it; else the verdict's): it decided nothing (rows.undecided_same)."""
-    return undecided_same({"verdict": v.time, "detects": v.detectable,
-                           "threshold": record.get("threshold") or v.threshold})
+    return is_undecided(v.time, v.detectable, (record.threshold if record is not None else None) or v.threshold)
 
 
-def compare_lines(verdicts: dict, old: dict[str, dict], new: dict[str, dict], width: int = 120) -> list[str]:
+def _label(key: str, rec: Result | None) -> str:
+    """A row's label: its param, else the test id's."""
+    return str((rec.param if rec else "") or nodeid_param(key) or nodeid_name(key))
+
+
+def compare_lines(verdicts: Mapping[str, Verdict], old: Mapping[str, Result], new: Mapping[str, Result],
+                  width: int = 120) -> list[str]:
     """The `gpuperf compare` table: test id -> Verdict, with the old and new records by test id."""
     records = []
     for key, v in verdicts.items():
-        rec = new.get(key) or old.get(key) or {}
+        rec = new.get(key) or old.get(key)
         records.append((key, rec, v))
     if not records:
         return ["nothing to compare: both files are empty"]
     heads = ("old", "new", "change", "detects", "mem", "verdict")
     widths = (10, 10, 8, 8, 8, max(7, max(len(v.time) for _, _, v in records)))
     fixed = sum(w + 2 for w in widths)
-    longest = max(len(str(rec.get("param") or nodeid_param(key) or nodeid_name(key))) for key, rec, _ in records)
+    longest = max(len(_label(key, rec)) for key, rec, _ in records)
     param_w = param_width(longest, width - 2 - fixed)
     groups: dict[str, list] = {}
     for key, rec, v in records:
-        g = str(rec.get("group") or rec.get("name") or nodeid_name(key))
+        g = str(((rec.group or rec.name) if rec else "") or nodeid_name(key))
         groups.setdefault(g, []).append((key, rec, v))
     lines = []
     for g in sorted(groups, key=natural_key):
-        rows = sorted(groups[g], key=lambda t: row_key(t[1].get("param") or nodeid_param(t[0])))
+        rows = sorted(groups[g], key=lambda t: row_key((t[1].param if t[1] else "") or nodeid_param(t[0])))
         lines.append(g)
         header = "  " + f"{'param':<{param_w}}" + "".join(f"  {h:>{w}}" for h, w in zip(heads[:-1], widths))
         lines.append(header + f"  {heads[-1]}")
         for key, rec, v in rows:
-            label = str(rec.get("param") or nodeid_param(key) or nodeid_name(key))
+            label = _label(key, rec)
             mem = "" if v.memory in ("same", "new", "missing") else ("+" if v.memory == "slower" else "-")
             if v.memory_change is not None and mem:
                 mem = fmt_change(v.memory_change)

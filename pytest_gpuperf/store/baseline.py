@@ -33,19 +33,21 @@ import collections
 import datetime as _dt
 import math
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ..core import noise, records
+from ..core.records import Entry, Measured
 from ..core.counters import Counters, code_changed, counters_of
 from ..core.files import atomic_write_text, file_mode, lock_file
 from ..core.plain import plain
 from ..core.units import plural
 from ..core.verdict import medians, memory_peaks
-from ..core.versions import recorded_version, timing_epoch, version_note
+from ..core.versions import timing_epoch, version_note, version_of
 
 #: libyaml's parser where PyYAML was built with it: a suite's baseline (a few hundred KB) loads in
 #: every pytest process, and the pure-Python parser takes several times longer.
@@ -66,7 +68,6 @@ ENTRY_KEYS = records.ENTRY_KEYS
 #: Seconds to wait for another writer's lock before giving up with a clear message.
 LOCK_TIMEOUT_S = 120.0
 
-_entry = records.Entry.from_dict
 _FLOAT_KEYS = records.ENTRY_FLOAT_KEYS
 _TIME_KEYS = records.ENTRY_TIME_KEYS  # scale with the median
 _RATE_KEYS = records.ENTRY_RATE_KEYS  # scale with 1 / median
@@ -87,7 +88,7 @@ class Baseline:
     device: dict
     software: dict
     recorded_at: str
-    entries: dict[str, dict] = field(default_factory=dict)
+    entries: dict[str, Entry] = field(default_factory=dict)
 
 
 def baseline_path(directory: Path, device_key: str) -> Path:
@@ -118,33 +119,29 @@ def _plain(value: Any) -> Any:
     return plain(value, _rounded, coerce=True)
 
 
-def _timed(record: dict) -> dict:
-    """`record` naming its timing version: one that names none was timed with version 1."""
-    return record if "timing" in record else dict(record, timing=recorded_version(record))
-
-
-def entry_from_result(result: dict) -> dict:
-    """The part of a per-test result record that is stored in the baseline (see ENTRY_KEYS)."""
-    result = _timed(result)
-    entry = {}
-    for key in ENTRY_KEYS:
-        if key in result:
-            entry[key] = _plain(result[key])
-    for key in _INT_KEYS:
-        if _is_number(entry.get(key)):
-            entry[key] = int(round(entry[key]))
-    if isinstance(entry.get("ci_ms"), list) and None in entry["ci_ms"]:  # one sample bounds no interval
-        entry["ci_ms"] = None
-    if entry.get("loaded") is not True:  # stored only where it holds
-        entry.pop("loaded", None)
-    if entry.get("slow_replay_us") is None:
-        entry.pop("slow_replay_us", None)
-    if entry.get("counters") is None:
-        entry.pop("counters", None)
+def _timed(entry: Entry) -> Entry:
+    """`entry` naming its timing version: one that names none was timed with version 1."""
+    if entry.timing is None:
+        entry.timing = 1
     return entry
 
 
-def merged_counters(entries: list[records.Entry]) -> dict | None:
+def entry_from_result(result: Measured) -> Entry:
+    """The part of a result (or entry) that is stored in the baseline, as plain rounded values; one
+    that names no timing version was timed with version 1."""
+    as_is = Entry.of(result)
+    entry = _timed(Entry(**{f.name: _plain(getattr(as_is, f.name)) for f in fields(Entry)}))
+    for key in _INT_KEYS:
+        if _is_number(getattr(entry, key)):
+            setattr(entry, key, int(round(getattr(entry, key))))
+    if isinstance(entry.ci_ms, list) and None in entry.ci_ms:  # one sample bounds no interval
+        entry.ci_ms = None
+    if entry.loaded is False:  # stored only where it holds
+        entry.loaded = None
+    return entry
+
+
+def merged_counters(entries: list[Entry]) -> Counters | None:
     """The counters of several recordings of one test, oldest first, as one history. Where a
     recording's counts say the code changed (core.counters.code_changed), its history starts there,
     so the old code's counts never widen the new code's allowed spread; smaller moves extend it."""
@@ -154,46 +151,41 @@ def merged_counters(entries: list[records.Entry]) -> dict | None:
         if counters is None:
             continue
         out = counters if out is None or code_changed(out, counters) else out.merged(counters)
-    return out.to_dict() if out is not None else None
+    return out
 
 
-def _with_counters(entry: dict, recordings: list[dict]) -> dict:
-    """`entry` holding the merged counters of `recordings` (none: no counters key)."""
-    counters = merged_counters([records.Entry.from_dict(r) for r in recordings])
-    entry.pop("counters", None)
-    if counters is not None:
-        entry["counters"] = counters
+def _with_counters(entry: Entry, recordings: list[Entry]) -> Entry:
+    """`entry` holding the merged counters of `recordings` (none: no counters)."""
+    counters = merged_counters(recordings)
+    entry.counters = counters.to_dict() if counters is not None else None
     return entry
 
 
-def _with_median(entry: dict, median_ms: float) -> dict:
+def _with_median(entry: Entry, median_ms: float) -> Entry:
     """A copy of `entry` moved to `median_ms`: times (and the CI) scale with it, rates inversely."""
-    f = median_ms / entry["median_ms"]
-    out = dict(entry)
+    f = median_ms / entry.median_ms
+    out = replace(entry)
     for key in _TIME_KEYS:
-        if _is_number(out.get(key)):
-            out[key] = out[key] * f
+        if _is_number(getattr(out, key)):
+            setattr(out, key, getattr(out, key) * f)
     for key in _RATE_KEYS:
-        if _is_number(out.get(key)):
-            out[key] = out[key] / f
+        if _is_number(getattr(out, key)):
+            setattr(out, key, getattr(out, key) / f)
     raw_pct = records.raw_pct_of_peak(out)
     if raw_pct is not None:
-        out["pct_of_peak"], above = records.of_peak(raw_pct / f)
-        out.pop("above_peak", None)
-        if above is not None:
-            out["above_peak"] = above
-    if isinstance(out.get("ci_ms"), list):
-        out["ci_ms"] = [v * f for v in out["ci_ms"]]
+        out.pct_of_peak, out.above_peak = records.of_peak(raw_pct / f)
+    if isinstance(out.ci_ms, list):
+        out.ci_ms = [v * f for v in out.ci_ms]
     return entry_from_result(out)
 
 
-def how_measured(entry: dict) -> tuple[str, str]:
+def how_measured(entry: Measured) -> tuple[str, str]:
     """How an entry was measured: (timing method, cache mode); medians measured differently differ."""
-    return str(entry.get("method") or "unknown"), str(entry.get("cache") or "unknown")
+    return str(entry.method or "unknown"), str(entry.cache or "unknown")
 
 
-def with_history(newest: dict, history: list[float], legacy_drift: float | None = None,
-                 peaks: list[int] | None = None) -> dict:
+def with_history(newest: Entry, history: list[float], legacy_drift: float | None = None,
+                 peaks: list[int] | None = None) -> Entry:
     """`newest` moved to the center of `history` (bounded to the window) and holding it, with a legacy
     drift while it still counts (core.noise.LEGACY_UNTIL), and the peak memory of each recording in
     `peaks` (bounded to the window too): one call's peak differs between processes (docs/gate.md), so
@@ -201,26 +193,24 @@ def with_history(newest: dict, history: list[float], legacy_drift: float | None 
     history = noise.window(history)
     entry = _with_median(newest, noise.center(history))
     peaks = noise.window(peaks or [])
-    entry.pop("peak_memory_history", None)
+    entry.peak_memory_history = None
     if peaks:
-        entry["peak_memory_bytes"] = max(peaks)
+        entry.peak_memory_bytes = max(peaks)
         if len(set(peaks)) > 1:  # equal peaks say no more than one: the window drops a differing one as late
-            entry["peak_memory_history"] = peaks
-    entry["history"] = [_round(m) for m in history]
-    entry.pop("drift", None)
-    if legacy_drift and len(history) < noise.LEGACY_UNTIL:
-        entry["drift"] = _round(legacy_drift)
+            entry.peak_memory_history = peaks
+    entry.history = [_round(m) for m in history]
+    entry.drift = _round(legacy_drift) if legacy_drift and len(history) < noise.LEGACY_UNTIL else None
     return entry
 
 
-def alike(a: dict, b: dict) -> bool:
+def alike(a: Measured, b: Measured) -> bool:
     """Were two entries measured alike (method, cache and timing version), so their medians compare?"""
     return how_measured(a) == how_measured(b) and timing_epoch(a) == timing_epoch(b)
 
 
-def combine(recordings: list[tuple[str, dict[str, dict]]],
-            max_drift: float = MAX_DRIFT) -> tuple[dict[str, dict], list[str]]:
-    """Merge several recordings of one GPU model (label, test id -> entry or result record), oldest first.
+def combine(recordings: list[tuple[str, Mapping[str, Measured]]],
+            max_drift: float = MAX_DRIFT) -> tuple[dict[str, Entry], list[str]]:
+    """Merge several recordings of one GPU model (label, test id -> entry or result), oldest first.
 
     Per test, the recordings measured the way most of them were (timing method and cache mode, a
     stored entry of the current timing counting as the recordings in its history; the newest way on
@@ -231,7 +221,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
     recording is broken: the newest entry is kept as it is. Records that are not valid entries are
     left out. Returns (entries, notes): a note for each test not combined as a whole."""
     ids = sorted({name for _, entries in recordings for name in entries})
-    out: dict[str, dict] = {}
+    out: dict[str, Entry] = {}
     notes: list[str] = []
     older_versions: list[str] = []
     for name in ids:
@@ -240,7 +230,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
             if name not in entries:
                 continue
             entry = entry_from_result(entries[name])
-            problem = _entry_problem(entry)
+            problem = _problem(entry)
             if problem:
                 notes.append(f"{name}: left out of {label}: {problem}")
             else:
@@ -251,7 +241,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
         # A stored entry of this gpuperf's timing counts once per median in its history, an outdated one once.
         counts = collections.Counter()
         for _, e in recs:
-            counts[how_measured(e)] += len(medians(_entry(e))) if version_note(e) is None else 1
+            counts[how_measured(e)] += len(medians(e)) if version_note(e) is None else 1
         how = max(reversed([how_measured(e) for _, e in recs]), key=lambda h: counts[h])
         label, newest = next((lb, e) for lb, e in reversed(recs) if how_measured(e) == how)
         same_how = [e for _, e in recs if how_measured(e) == how]
@@ -262,7 +252,7 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
         same = [e for e in same_how if alike(e, newest)]
         if len(same) < len(same_how):
             older_versions.append(name)
-        history = noise.window([m for e in same for m in medians(_entry(e))])
+        history = noise.window([m for e in same for m in medians(e)])
         spread = max(history) / min(history) - 1.0
         if spread > max_drift:
             notes.append(f"{name}: medians {', '.join(f'{m:.4g}' for m in history)} ms differ by "
@@ -270,14 +260,19 @@ def combine(recordings: list[tuple[str, dict[str, dict]]],
                          f"change, or a broken recording)")
             out[name] = newest
             continue
-        legacy = max((e["drift"] for e in same_how if _is_number(e.get("drift"))), default=None)
-        out[name] = _with_counters(with_history(newest, history, legacy, [p for e in same for p in memory_peaks(_entry(e))]),
+        legacy = max((e.drift for e in same_how if _is_number(e.drift)), default=None)
+        out[name] = _with_counters(with_history(newest, history, legacy, [p for e in same for p in memory_peaks(e)]),
                                    [e for _, e in recs])
     if older_versions:
         were = "was" if len(older_versions) == 1 else "were"
         notes.append(f"{plural(len(older_versions), 'test')} (e.g. {older_versions[0]}) {were} also recorded with "
                      f"an older timing version: only the newest version's medians are combined")
     return out, notes
+
+
+def _problem(entry: Entry) -> str | None:
+    """What is wrong with an entry about to be stored (an unset required field counts as absent)."""
+    return _entry_problem({k: v for k, v in entry.to_dict().items() if v is not None or k not in REQUIRED_KEYS})
 
 
 def _entry_problem(entry: Any, required: tuple[str, ...] = REQUIRED_KEYS) -> str | None:
@@ -304,7 +299,7 @@ def _entry_problem(entry: Any, required: tuple[str, ...] = REQUIRED_KEYS) -> str
         return f"throttle must be a list of NVML clock-event reasons (sw_power_cap, ...) or null, got {throttle!r}"
     if entry.get("loaded") not in (None, True, False):
         return f"loaded must be true, false or absent, got {entry['loaded']!r}"
-    if "timing" in entry and recorded_version(entry) is None:
+    if "timing" in entry and version_of(entry["timing"]) is None:
         return f"timing must be a timing version (a positive integer), got {entry['timing']!r}"
     samples = entry.get("samples")
     if samples is not None and samples < 1:
@@ -402,14 +397,12 @@ def _validate(path: Path, data: Any, device_key: str | None, ended: bool = True)
         problem = _entry_problem(entry, required)
         if problem:
             raise BaselineError(f"{path}: entry {name!r}: {problem}; {fix_regen}")
-    if version == 1:  # read as they would be written back
-        entries = {name: _timed(entry) for name, entry in entries.items()}
     return Baseline(
         path=path,
         device=device,
         software=software,
         recorded_at=_fmt_time(data.get("recorded_at")),
-        entries={str(k): v for k, v in entries.items()},
+        entries={str(k): _timed(Entry.from_dict(v)) for k, v in entries.items()},  # schema 1: timing 1
     )
 
 
@@ -460,20 +453,21 @@ def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
 
 
-def _dump(device: dict, software: dict, recorded_at: str, entries: dict[str, dict]) -> str:
+def _dump(device: dict, software: dict, recorded_at: str, entries: dict[str, Entry]) -> str:
     doc = {
         "schema_version": SCHEMA_VERSION,
         "device": _plain(device),
         "software": _plain(software or {}),
         "recorded_at": recorded_at,
-        "entries": {k: _plain(entries[k]) for k in sorted(entries)},
+        "entries": {k: _plain(entries[k].to_dict()) for k in sorted(entries)},
     }
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=200,
                           explicit_end=True)
 
 
-def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, keep_others: bool = True) -> Baseline:
-    """Merge ``entries`` (test id -> entry) into the baseline at ``path`` and write it atomically.
+def save(path: Path, device: dict, software: dict, entries: Mapping[str, Measured], *,
+         keep_others: bool = True) -> Baseline:
+    """Merge ``entries`` (test id -> entry or result) into the baseline at ``path`` and write it atomically.
 
     Under a file lock (:func:`lock_file`): re-read and validate the existing file (a corrupt or foreign
     file raises BaselineError and is left untouched), keep the entries that were not run and replace
@@ -488,7 +482,7 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
         raise BaselineError(f"{path}: cannot save: the device has no key ({device!r})")
     entries = {str(name): entry_from_result(entry) for name, entry in entries.items()}
     for name, entry in entries.items():
-        problem = _entry_problem(entry)
+        problem = _problem(entry)
         if problem:
             raise BaselineError(f"{path}: cannot save entry {name!r}: {problem}")
     directory = path.parent
@@ -511,19 +505,19 @@ def save(path: Path, device: dict, software: dict, entries: dict[str, dict], *, 
             previous = old.entries if old is not None else {}
             if keep_others:  # a recording adds its median to the history of an entry measured alike
                 for name, entry in entries.items():
-                    before = previous.get(name) or {}
+                    before = previous.get(name)
                     continued = [before] if before and alike(before, entry) else []  # the recordings it extends
-                    history = [m for e in continued + [entry] for m in medians(_entry(e))]
+                    history = [m for e in continued + [entry] for m in medians(e)]
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
-                    legacy = entry.get("drift") or (before.get("drift") if before and how_measured(before) == how_measured(entry) else None)
-                    peaks = [p for e in continued + [entry] for p in memory_peaks(_entry(e))]
+                    legacy = entry.drift or (before.drift if before and how_measured(before) == how_measured(entry) else None)
+                    peaks = [p for e in continued + [entry] for p in memory_peaks(e)]
                     # counters do not depend on how time was measured: every earlier recording counts
                     entries[name] = _with_counters(with_history(entry, history, legacy, peaks),
                                                    [before, entry] if before else [entry])
             merged = dict(previous) if keep_others else {}
             merged.update(entries)
             for name, entry in merged.items():  # a schema-1 entry kept as it was may lack a required key
-                problem = _entry_problem(entry)
+                problem = _problem(entry)
                 if problem:
                     raise BaselineError(f"{path}: cannot rewrite entry {name!r} as schema {SCHEMA_VERSION}: {problem}; "
                                         f"re-record the test or delete its entry")

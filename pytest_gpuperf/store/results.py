@@ -11,16 +11,16 @@ from typing import Any
 from ..core.counters import Counters
 from ..core.files import atomic_write_text
 from ..core.plain import plain
-from ..core.records import JSON_EXTRA_KEYS, nodeid_name, nodeid_param, record_group
+from ..core.records import JSON_EXTRA_KEYS, Result, nodeid_name, nodeid_param, record_group
 from ..core.spread import relative_mad
 from ..core.units import as_number, positive_numbers
 from .baseline import Baseline
 from .baseline import load as load_baseline
 
 
-def _stats_seconds(r: dict) -> dict:
+def _stats_seconds(r: Result) -> dict:
     """pytest-benchmark's "stats" block, in seconds."""
-    data_ms = positive_numbers(r.get("data"))
+    data_ms = positive_numbers(r.data)
     stats: dict[str, Any] = {}
     if data_ms:
         try:
@@ -32,11 +32,8 @@ def _stats_seconds(r: dict) -> dict:
             stats = s.as_dict()
         except Exception:
             stats = {}
-    median = (as_number(r.get("median_ms")) or (statistics.median(data_ms) if data_ms else 0.0)) / 1e3
-    over = {
-        "min": r.get("min_ms"), "max": r.get("max_ms"), "mean": r.get("mean_ms"),
-        "stddev": r.get("stddev_ms"), "median": r.get("median_ms"),
-    }
+    median = (as_number(r.median_ms) or (statistics.median(data_ms) if data_ms else 0.0)) / 1e3
+    over = {"min": r.min_ms, "max": r.max_ms, "mean": r.mean_ms, "stddev": r.stddev_ms, "median": r.median_ms}
     for k, v in over.items():
         if as_number(v) is not None:
             stats[k] = float(v) / 1e3
@@ -45,9 +42,9 @@ def _stats_seconds(r: dict) -> dict:
     stats.setdefault("min", median)
     stats.setdefault("max", median)
     stats.setdefault("stddev", 0.0)
-    rounds = int(as_number(r.get("samples")) or len(data_ms) or 1)
+    rounds = int(as_number(r.samples) or len(data_ms) or 1)
     stats["rounds"] = rounds
-    q1, q3 = as_number(r.get("q1_ms")), as_number(r.get("q3_ms"))
+    q1, q3 = as_number(r.q1_ms), as_number(r.q3_ms)
     if q1 is not None and q3 is not None and "q1" not in stats:
         stats["q1"], stats["q3"], stats["iqr"] = q1 / 1e3, q3 / 1e3, (q3 - q1) / 1e3
         stats["ld15iqr"] = max(stats["min"], stats["q1"] - 1.5 * stats["iqr"])
@@ -55,7 +52,7 @@ def _stats_seconds(r: dict) -> dict:
         stats["iqr_outliers"] = stats["stddev_outliers"] = 0
         stats["outliers"] = "0;0"
     if "q1" not in stats:
-        sigma = (as_number(r.get("noise")) or 0.0) * stats["median"]
+        sigma = (as_number(r.noise) or 0.0) * stats["median"]
         stats["q1"] = stats["median"] - 0.6745 * sigma
         stats["q3"] = stats["median"] + 0.6745 * sigma
         stats["iqr"] = stats["q3"] - stats["q1"]
@@ -72,7 +69,7 @@ def _stats_seconds(r: dict) -> dict:
     if data_ms:
         out["data"] = [x / 1e3 for x in data_ms]
     # each sample is already the time of one call (graph/batched samples are divided by the calls they hold)
-    out["iterations"] = int(as_number(r.get("iterations")) or as_number(r.get("calls_per_sample")) or 1)
+    out["iterations"] = int(as_number(r.calls_per_sample) or 1)
     return out
 
 
@@ -119,7 +116,7 @@ def _commit_info() -> dict:
         return {}
 
 
-def benchmark_json(results: list[dict], device: dict, software: dict, started_at: str) -> dict:
+def benchmark_json(results: list[Result], device: dict, software: dict, started_at: str) -> dict:
     """The document that write_json writes (pytest-benchmark's JSON layout, times in seconds)."""
     try:
         from pytest_benchmark import __version__ as pb_version
@@ -127,32 +124,33 @@ def benchmark_json(results: list[dict], device: dict, software: dict, started_at
         pb_version = "5.1.0"
     benches = []
     for r in results:
-        if as_number(r.get("median_ms")) is None:
+        if as_number(r.median_ms) is None:
             continue  # "missing" rows and the like have no measurement
-        nodeid = r.get("nodeid") or r.get("name") or ""
-        name = r.get("name") or nodeid_name(nodeid)
-        param = r.get("param") or nodeid_param(nodeid)
-        extra = {k: r.get(k) for k in JSON_EXTRA_KEYS if k in r}
-        base = r.get("baseline")
-        if isinstance(base, dict):
-            extra["baseline_median_ms"] = base.get("median_ms")
+        nodeid = r.nodeid or r.name or ""
+        name = r.name or nodeid_name(nodeid)
+        param = r.param or nodeid_param(nodeid)
+        record = r.to_dict()
+        extra = {k: record[k] for k in JSON_EXTRA_KEYS if k in record}
+        base = r.baseline
+        if base is not None:
+            extra["baseline_median_ms"] = base.median_ms
             # the medians it was judged from: an entry's recordings, or the base side's A/B rounds
-            extra["baseline_history"] = base.get("history")
-            if base.get("counters"):
-                extra["baseline_counters"] = base["counters"]
-        extra["median_ms"] = r.get("median_ms")
+            extra["baseline_history"] = base.history
+            if base.counters:
+                extra["baseline_counters"] = base.counters
+        extra["median_ms"] = r.median_ms
         extra["device"] = (device or {}).get("key")
         benches.append({
             "group": record_group(r),
             "name": f"{name}[{param}]" if param else name,
             "fullname": nodeid,
-            "params": r.get("params") if isinstance(r.get("params"), dict) else ({"id": param} if param else None),
+            "params": {"id": param} if param else None,
             "param": param or None,
             "extra_info": extra,
             "options": {
                 "disable_gc": False,
-                "timer": f"gpuperf.{r.get('method') or 'events'}",
-                "min_rounds": int(as_number(r.get("samples")) or 1),
+                "timer": f"gpuperf.{r.method or 'events'}",
+                "min_rounds": int(as_number(r.samples) or 1),
                 "max_time": None,
                 "min_time": None,
                 "warmup": True,
@@ -168,7 +166,7 @@ def benchmark_json(results: list[dict], device: dict, software: dict, started_at
     })
 
 
-def write_json(path: Path, results: list[dict], device: dict, software: dict, started_at: str, *,
+def write_json(path: Path, results: list[Result], device: dict, software: dict, started_at: str, *,
                note: str | None = None, shard: dict | None = None) -> None:
     """Results in pytest-benchmark's JSON format (``pytest-benchmark compare FILE`` reads it);
     `note` (e.g. why a run stopped early) goes into machine_info as gpuperf_note, and `shard` (the
@@ -185,7 +183,7 @@ def write_json(path: Path, results: list[dict], device: dict, software: dict, st
 # reading results back
 
 
-def _from_benchmark(path: Path, b: Any, index: int) -> dict:
+def _from_benchmark(path: Path, b: Any, index: int) -> Result:
     if not isinstance(b, dict) or not isinstance(b.get("stats"), dict):
         raise ValueError(f"{path}: benchmark #{index} has no 'stats' mapping; not a pytest-benchmark JSON file")
     st = b["stats"]
@@ -232,24 +230,24 @@ def _from_benchmark(path: Path, b: Any, index: int) -> dict:
                            **({"counters": extra["baseline_counters"]} if extra.get("baseline_counters") else {})}
     if data_ms:
         rec["data"] = data_ms
-    return rec
+    return Result.from_dict(rec)
 
 
-def load_results(path) -> tuple[dict | None, list[dict]]:
-    """Read a baseline YAML or a results JSON (ours or pytest-benchmark's) into result records.
+def load_results(path: Path) -> tuple[dict | None, list[Result]]:
+    """Read a baseline YAML or a results JSON (ours or pytest-benchmark's) into results.
 
     Returns (device or None, records). Raises BaselineError (baselines) or ValueError naming the file."""
     device, _, records = load_recording(path)
     return device, records
 
 
-def load_recording(path) -> tuple[dict | None, dict, list[dict]]:
+def load_recording(path: Path) -> tuple[dict | None, dict, list[Result]]:
     """load_results, plus the software versions the file records ({} when it records none)."""
     device, software, records, _ = load_shard(path)
     return device, software, records
 
 
-def load_shard(path) -> tuple[dict | None, dict, list[dict], dict | None]:
+def load_shard(path: Path) -> tuple[dict | None, dict, list[Result], dict | None]:
     """load_recording, plus the split a shard's results JSON records (None for other files)."""
     path = Path(path)
     if not path.exists():
@@ -284,14 +282,6 @@ def load_shard(path) -> tuple[dict | None, dict, list[dict], dict | None]:
     return base.device, base.software, results_from_baseline(base), None
 
 
-def results_from_baseline(base: Baseline) -> list[dict]:
-    """A baseline's entries as result records."""
-    out = []
-    for nodeid, entry in base.entries.items():
-        rec = dict(entry)
-        rec["nodeid"] = nodeid
-        rec["name"] = nodeid_name(nodeid)
-        rec["param"] = nodeid_param(nodeid)
-        rec["group"] = entry.get("group") or rec["name"]
-        out.append(rec)
-    return out
+def results_from_baseline(base: Baseline) -> list[Result]:
+    """A baseline's entries as results."""
+    return [Result.of_entry(nodeid, entry) for nodeid, entry in base.entries.items()]
