@@ -225,14 +225,23 @@ def test_the_slow_replay_state_is_charged_per_counted_kernel_of_a_call():
     from pytest_gpuperf.core.noise import SAME_MACHINE
 
     def graph(median_ms, launches=None, **kw):
-        counters = {"instructions": [50_000], "launches": [launches]} if launches else None
+        counters = {"instructions": [50_000], "launches": [launches]} if launches is not None else None
         return rec(median_ms, noise=0.001, method="graph", history=[median_ms] * 5, counters=counters, **kw)
 
-    slowed = judge(graph(0.0161, 9), graph(0.0191, 9, slow_replay_us=0.183), 0.05, SAME_MACHINE)
-    assert slowed.time == "unsure" and "(9 counted kernels a call)" in slowed.message
-    assert judge(graph(0.0161), graph(0.0191, slow_replay_us=0.183), 0.05, SAME_MACHINE).time == "slower"
-    assert judge(graph(0.0161, 9), graph(0.0191, slow_replay_us=0.183), 0.05, SAME_MACHINE).time == "unsure"
-    assert judge(graph(0.0161, 9), graph(0.0250, 9, slow_replay_us=0.183), 0.05, SAME_MACHINE).time == "slower"
+    def verdict(base, now):
+        return judge(base, now, 0.05, SAME_MACHINE)
+
+    slowed = verdict(graph(0.0161, 9), graph(0.0191, 9, slow_replay_us=0.183))
+    assert slowed.time == "unsure" and "(9 kernels a call, counted)" in slowed.message
+    assert verdict(graph(0.0108, 6), graph(0.0128, 6, slow_replay_us=0.184)).time == "unsure"  # 6 kernels, +2.0 µs
+    assert verdict(graph(0.0161), graph(0.0191, slow_replay_us=0.183)).time == "slower"  # one kernel assumed
+    assert verdict(graph(0.0161, 9), graph(0.0250, 9, slow_replay_us=0.183)).time == "slower"
+    # this run's own count wins: code fused into one kernel is charged as one; no kernel, nothing
+    assert verdict(graph(0.0161, 9), graph(0.0191, 1, slow_replay_us=0.183)).time == "slower"
+    assert verdict(graph(0.0161, 9), graph(0.0191, 0, slow_replay_us=0.183)).time == "slower"
+    # a run timed without counters is charged the baseline's count, and says so
+    uncounted = verdict(graph(0.0161, 9), graph(0.0191, slow_replay_us=0.183))
+    assert uncounted.time == "unsure" and "(9 kernels a call, the baseline's count)" in uncounted.message
 
 
 def test_a_change_the_run_made_while_it_was_measured_is_named():
