@@ -421,6 +421,7 @@ def test_a_count_that_varies_from_call_to_call_is_held_to_a_wider_floor() -> Non
     assert judge_counters(first, _c(instructions=[17_300, 17_310], launches=1)).verdict == "more"  # +8%
     steady = _c(instructions=[16_020, 16_020], launches=1)
     assert judge_counters(steady, _c(instructions=[16_356, 16_356], launches=1)).verdict == "more"
+    assert judge_counters(steady, _c(instructions=[16_805, 16_807], launches=1)).verdict == "more"  # 2 apart: steady
 
 
 def test_other_kernels_than_recorded_are_not_judged_by_their_counts() -> None:
