@@ -400,6 +400,19 @@ def test_sim_a_call_whose_baseline_was_loaded_is_warmed_longer_and_sampled_unbro
     assert sum(idle[1:]) < 0.01 * (len(m.batch_medians) - 1)
 
 
+@pytest.mark.parametrize("call_ms", [20.0, 100.0])
+def test_sim_the_longer_warm_up_of_a_long_call_keeps_its_bound(sim, monkeypatch, call_ms) -> None:
+    """Long calls are queued two at a time in the power cap's warm-up: the host's clock then follows
+    the device's, and a clock that never settles costs the bound plus about two calls (a queue of 64
+    such calls had run it to 1.6 s)."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+    from pytest_gpuperf.measure.device import ClockState
+
+    _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980)])  # never held down: never settles
+    m = _run(sim, sim.kernel(call_ms, host_ms=0.01), loaded=True)
+    assert timing.POWER_CAP_WARMUP_S <= m.phases["power cap"] <= timing.POWER_CAP_WARMUP_S + 2 * call_ms / 1e3
+
+
 def test_sim_the_longer_warm_up_lasts_while_the_cap_still_lowers_the_clock(sim, monkeypatch) -> None:
     """A clock the cap is still bringing down has not settled: the warm-up goes on until the last
     readings agree (here the clock falls for 0.6 s), and never past POWER_CAP_WARMUP_S."""

@@ -3,6 +3,7 @@ device-sync), then batches of samples until the stop rule holds (rules and evide
 docs/measurement-evidence.md)."""
 from __future__ import annotations
 
+import collections
 import math
 import statistics
 import time
@@ -14,8 +15,8 @@ from .calibration import Calibration, gc_paused, low, pad_ms
 from .device import ClockState, read_clocks
 from .host_pace import LAUNCH_BOUND_RATIO, HostPace, spin_each_ms, spin_gpu_ms
 from .measurement import CaptureFailure, Measurement, PhaseClock, TimingConfig, should_stop, tensor_bytes
-from .power_cap import (FILL_FACTOR, FILL_FIRST_MS, FILL_GAPS, POWER_CAP_MIN_S, POWER_CAP_STEP_S, POWER_CAP_WARMUP_S,
-                        cap_settled)
+from .power_cap import (FILL_FACTOR, FILL_FIRST_MS, FILL_GAPS, POWER_CAP_AHEAD, POWER_CAP_MIN_S, POWER_CAP_STEP_S,
+                        POWER_CAP_WARMUP_S, cap_settled)
 from .replay_state import NODES, SPIN_MS, ReplayProbe, empty_kernel, slowed_by
 
 #: Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs and a launch
@@ -130,11 +131,10 @@ class CudaTimer:
         """Call fn until the warm-up time is spent (clocks, caches, allocator); return its host enqueue ms.
 
         Sets `self.long_call` (over 10 ms a call: fewer calibration calls). The host waits for the
-        device after calls 1, 2, 4, ... 64 and every 64th after, so warm-up lasts at most about twice
-        its time however long a call is. A call the power cap holds down, or whose baseline was sampled
-        loaded (`self.hold`), then `_hold_power_cap`s. Where the cap has acted at all, the call is
-        sampled `unbroken`: its warm-up can end before the cap engages (0.1-1.2 s into a load), and
-        pauses between batches can keep it from ever engaging."""
+        device after calls 1, 2, 4, ... 64 and every 64th after. A call the power cap holds down, or
+        whose baseline was sampled loaded (`self.hold`), then `_hold_power_cap`s. Where the cap has
+        acted at all, the call is sampled `unbroken`: the cap can engage after the warm-up (0.1-1.2 s
+        into a load), and pauses between batches can keep it from ever engaging."""
         host: list[float] = []
         started = time.perf_counter()
         with self.phases(Phase.WARMUP):
@@ -145,25 +145,23 @@ class CudaTimer:
         self.unbroken = clocks.power_capped
         if clocks.power_limited or self.hold:
             self._hold_power_cap(seen=clocks.power_limited)
-        # A stall can only lengthen a launch, so a low quantile of the warm calls (the first one
-        # compiles) is its cost; a median of two calls made one descheduled call a 12 ms launch.
+        # A stall only lengthens a launch: a low quantile of the warm calls (the first compiles) is its cost.
         warm = sorted(host[1:])
         return warm[len(warm) // 4] * 1e3
 
     def _hold_power_cap(self, seen: bool) -> None:
-        """The power cap holds this call's clock down (`seen`), or held its baseline's: warm it longer,
-        until the cap has settled its clock (`cap_settled`) or for POWER_CAP_WARMUP_S, and take its
-        samples in an unbroken loop: the clock it then holds is the one a program calling it in a loop
-        gets, not one raised by the harness's pauses. It is `loaded` (where events or a graph time it)
-        if the cap was seen, or holds it at the end of this warm-up: a call the cap no longer holds can
-        leave that state."""
+        """The cap holds this call's clock down (`seen`), or held its baseline's: warm it until the cap
+        settles its clock (`cap_settled`) or for POWER_CAP_WARMUP_S, and sample it in an unbroken loop,
+        at the clock a program calling it in a loop gets. It is `loaded` (where events or a graph time
+        it) if the cap was seen or holds it at the end: a call the cap no longer holds leaves that state."""
         self.unbroken = True
         with self.phases(Phase.POWER_CAP):
             started = time.perf_counter()
             host: list[float] = []
             readings: list[ClockState] = []
-            while True:
-                self._warm(POWER_CAP_STEP_S, host)  # one list: the warm-up's waits stay 64 calls apart
+            queued = collections.deque() if self.long_call else None  # long calls: POWER_CAP_AHEAD at a time
+            while True:  # one list: the warm-up's waits stay 64 calls apart
+                self._warm(POWER_CAP_STEP_S, host, queued)
                 readings.append(read_clocks(self.index))  # with the last calls still running
                 elapsed = time.perf_counter() - started
                 if (elapsed >= POWER_CAP_WARMUP_S or len(host) >= MAX_WARMUP_CALLS
@@ -172,14 +170,22 @@ class CudaTimer:
             self.loaded = seen or readings[-1].power_limited
             self.torch.cuda.synchronize()
 
-    def _warm(self, seconds: float, host: list[float]) -> None:
-        """Call fn for `seconds` (at least twice, at most MAX_WARMUP_CALLS calls in all), adding each
-        call's host enqueue time to `host`."""
+    def _warm(self, seconds: float, host: list[float], queued: collections.deque | None = None) -> None:
+        """Call fn for `seconds` (at least twice, at most MAX_WARMUP_CALLS calls in all), adding each call's
+        host enqueue time to `host`. With `queued` (the events of queued calls), at most POWER_CAP_AHEAD
+        are queued at a time: the host's clock then keeps up with long calls' device time."""
         deadline = time.perf_counter() + seconds
         while len(host) < 2 or (time.perf_counter() < deadline and len(host) < MAX_WARMUP_CALLS):
+            if queued is not None and len(queued) >= POWER_CAP_AHEAD:
+                queued.popleft().synchronize()
+                if time.perf_counter() >= deadline and len(host) >= 2:
+                    break
             t = time.perf_counter()
             self.fn()
             host.append(time.perf_counter() - t)
+            if queued is not None:
+                queued.append(self._event())
+                queued[-1].record()
             n = len(host)
             if n & (n - 1) == 0 or n % 64 == 0:  # a full launch queue would also inflate host times
                 self.torch.cuda.synchronize()

@@ -16,6 +16,9 @@ POWER_CAP_MIN_S = 0.25
 POWER_CAP_STEP_S = 0.05
 POWER_CAP_READS = 4
 POWER_CAP_SETTLED_MHZ = 30
+#: Calls of over 10 ms (the timer's long calls) queued at most this many at a time in that warm-up,
+#: so it ends within that many calls of its bound and its readings see a busy device.
+POWER_CAP_AHEAD = 2
 #: Device time queued after each batch of a call sampled unbroken while the host reads it: at least
 #: FILL_FIRST_MS, and FILL_FACTOR times the longest of the last FILL_GAPS host gaps between batches
 #: (1.7 ms on an H100 host). Idle between batches raised an H100's capped clock from ~1400 to
