@@ -204,7 +204,7 @@ def time_line(results: list[Result], session_s: float, span: str = "since start"
     repeated = f"; {plural(again, 'repeated run')} (suspects re-measured, or recordings)" if again else ""
     return (f"gpuperf: {session_s:.1f} s {span}: {plural(len(results), 'measurement')} {wall:.1f} s (first calls, i.e. "
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
-            f"{max(wall - first - sampled, 0.0):.1f} s" + _phase_parts(results, sampled) + repeated
+            f"{max(wall - first - sampled, 0.0):.1f} s" + _phase_parts(results) + repeated
             + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
 
 
@@ -226,17 +226,21 @@ def first_calls_lines(results: list[Result]) -> list[str]:
     return [head] + [f"  {s:6.1f} s  {nodeid}" for s, nodeid in slow[:FIRST_CALLS_SHOWN]]
 
 
-def _phase_parts(results: list[Result], sampled: float) -> str:
-    """': power cap 67.0 s, ...' — the harness's time before and between samples by Phase, largest
-    first (the sampling phase less the samples' own device time is the host's reading of them)."""
+def _phase_parts(results: list[Result]) -> str:
+    """': power cap 67.0 s, ...' — the harness's own time by Phase, largest first; "around the
+    samples" is the sampling phase less the samples' device time: flushes, spins, event frames, the
+    host reading each batch and, for a loaded call, the untimed calls between batches."""
     seconds: dict[str, float] = collections.defaultdict(float)
+    sampled = 0.0
     for r in results:
+        if r.phases:
+            sampled += as_number(r.measured_s) or 0.0
         for phase, value in (r.phases or {}).items():
             seconds[phase] += as_number(value) or 0.0
     if not seconds:
         return ""
     seconds.pop(Phase.FIRST_CALL.value, None)
-    seconds[f"{Phase.SAMPLES.value} less their device time"] = seconds.pop(Phase.SAMPLES.value, 0.0) - sampled
+    seconds["around the samples"] = seconds.pop(Phase.SAMPLES.value, 0.0) - sampled
     parts = sorted(((v, k) for k, v in seconds.items() if v >= 0.05), reverse=True)
     return ": " + ", ".join(f"{k} {v:.1f} s" for v, k in parts) if parts else ""
 
