@@ -77,7 +77,7 @@ def replace_block(text: str, new_tables: str) -> str:
 
 def plots(base: baseline_mod.Baseline, directory: Path, prefix: str) -> None:
     wanted = {"test_softmax": f"{prefix}-softmax.png", "test_attention_fwd": f"{prefix}-attention-fwd.png"}
-    results = [r for r in results_from_baseline(base) if r.group in wanted]
+    results = [r for r in results_from_baseline(base) if r.id.group in wanted]
     directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for path in write_plots(Path(tmp), results, device=base.device):

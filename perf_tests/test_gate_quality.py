@@ -44,7 +44,7 @@ THRESHOLD = 0.05
 def _record(fn, config: TimingConfig) -> dict:
     m = measure(fn, config)
     return {"median_ms": m.stats.median_ms, "noise": m.stats.noise, "samples": m.stats.samples,
-            "ci_ms": list(m.stats.ci_ms), "sm_clock_mhz": m.sm_clock_mhz,
+            "ci_ms": m.stats.ci_ms.to_list(), "sm_clock_mhz": m.sm_clock_mhz,
             # how it was timed, for the JSON dump: an outlier run can then be told apart
             "method": m.method, "calls_per_sample": m.calls_per_sample, "batch_medians": m.batch_medians,
             "warnings": m.warnings}

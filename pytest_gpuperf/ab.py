@@ -233,7 +233,7 @@ class AbRun:
             what = "collected no tests" if status == PYTEST_NO_TESTS else f"exited with status {status}"
             raise AbError(f"{side.label} ({side.revision}): pytest {what}: {' | '.join(tail) or 'no output'}")
         side.device, side.software, records = load_recording(json_path)
-        side.rounds.append({r.nodeid: r for r in records if r.median_ms})
+        side.rounds.append({r.id.nodeid: r for r in records if r.median_ms})
         failed = failed_count(log) if status == 1 else 0
         side.failed = max(side.failed, failed)
         if failed:
@@ -494,10 +494,7 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
     for nodeid, record in new.items():
         v = verdicts[nodeid]
         base = Entry.of(old[nodeid]) if nodeid in old else None
-        results.append(replace(record, baseline=base, verdict=v.time, memory_verdict=v.memory,
-                               change=v.change, memory_change=v.memory_change, noise_bound=v.noise_bound,
-                               fixed_bound=v.fixed_bound, detects=v.detectable, message=v.message,
-                               counter_verdict=v.counters, regression=is_regression(v)))
+        results.append(replace(record, baseline=base, judgement=v.judgement()))
     note = f"incomplete run: {incomplete}" if incomplete else None
     if note:
         say(f"gpuperf ab: {note}")

@@ -63,7 +63,7 @@ def _load(path: str):
 
 
 def _by_id(results: list[Result]) -> dict[str, Result]:
-    return {r.nodeid: r for r in results}
+    return {r.id.nodeid: r for r in results}
 
 
 def _cmd_compare(args) -> int:
@@ -231,8 +231,8 @@ def _regressed(record: Result) -> bool:
     """Whether a result's stored verdicts fail it, by the gate's rule (core.verdict.is_regression)."""
     from types import SimpleNamespace
 
-    return is_regression(SimpleNamespace(time=record.verdict, memory=record.memory_verdict,
-                                         counters=record.counter_verdict))
+    return is_regression(SimpleNamespace(time=record.judged.verdict, memory=record.judged.memory_verdict,
+                                         counters=record.judged.counter_verdict))
 
 
 def _cmd_merge_shards(args) -> int:
@@ -270,17 +270,18 @@ def _cmd_merge_shards(args) -> int:
     owner, records = {}, []
     for f, _, _, recs, _ in loaded:
         for rec in recs:
-            if rec.nodeid in owner:
-                raise _UsageError(f"{f}: {rec.nodeid} is also in {owner[rec.nodeid]}; shards are disjoint, "
+            if rec.id.nodeid in owner:
+                raise _UsageError(f"{f}: {rec.id.nodeid} is also in {owner[rec.id.nodeid]}; shards are disjoint, "
                                   f"so these files are not the shards of one run")
-            owner[rec.nodeid] = f
-            records.append(replace(rec, regression=_regressed(rec)))
+            owner[rec.id.nodeid] = f
+            judged = rec.judgement
+            records.append(replace(rec, judgement=replace(judged, regression=_regressed(rec))) if judged else rec)
     software = next((sw for _, _, sw, _, _ in loaded if sw), {})
     print(f"gpuperf merge-shards: {plural(len(args.files), 'file')}, {plural(len(records), 'result')}")
     print("\n".join(terminal_lines(records, device, width=_width())))
-    regressions = [r for r in records if r.regression]
+    regressions = [r for r in records if r.judged.regression]
     for r in regressions:
-        print(f"REGRESSION {r.nodeid}: {r.message or r.verdict}")
+        print(f"REGRESSION {r.id.nodeid}: {r.judged.message or r.judged.verdict}")
     if args.output is not None:
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         write_json(args.output, records, device, software, started)

@@ -20,7 +20,7 @@ import yaml
 from pytest_gpuperf.core.files import LOCK_DIR
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import baseline as bl
-from pytest_gpuperf.core.records import Entry, Result
+from pytest_gpuperf.core.records import UNBOUNDED, Entry, Result
 from pytest_gpuperf.store.baseline import Baseline, BaselineError
 
 DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132,
@@ -54,7 +54,7 @@ def test_entry_from_result_keeps_only_entry_keys():
               "peak_memory_bytes", "method", "cache", "sm_clock_mhz"):
         assert k in bl.ENTRY_KEYS and k in e.to_dict()
     assert not {"data", "verdict", "baseline", "nodeid"} & set(e.to_dict())
-    assert e.ci_ms == [0.4975, 0.5025] and isinstance(e.samples, int)
+    assert e.ci_ms.to_list() == [0.4975, 0.5025] and isinstance(e.samples, int)
     assert e.tflops is None
 
 
@@ -412,7 +412,7 @@ def test_combine_keeps_each_recordings_median_in_the_history_and_moves_to_their_
     x, center = out["t::x"], (21.7e-3 * 24.7e-3) ** 0.5
     assert x.history == [21.7e-3, 24.7e-3] and x.drift is None
     assert x.median_ms == pytest.approx(center, rel=1e-5)
-    assert x.ci_ms == pytest.approx([center * 0.995, center * 1.005], rel=1e-5)  # moved with the median
+    assert x.ci_ms.to_list() == pytest.approx([center * 0.995, center * 1.005], rel=1e-5)  # moved with the median
     assert x.gbps == pytest.approx(1500.0 * 24.7e-3 / center, rel=1e-5)  # rates move inversely
     assert out["t::y"].history == [1.0] and out["t::z"].median_ms == 2.0
 
@@ -666,10 +666,19 @@ def test_the_committed_baselines_load(name):
 
 
 def test_a_one_sample_measurement_is_saved_with_no_interval(tmp_path):
-    """A call longer than the sampling budget is timed once: its median has no interval (±inf), stored
-    as null, which a comparison reads as it reads the run's own one-sample result."""
+    """A call longer than the sampling budget is timed once: its median has no interval (unbounded),
+    stored as null beside its one sample (which older gpuperf reads too), and read back unbounded, as
+    the run's own one-sample result is."""
     path = tmp_path / "b.yaml"
     one = result("t::a", 300.0, ci_ms=(-float("inf"), float("inf")), samples=1, noise=0.0, stddev_ms=0.0)
+    assert one.ci_ms is UNBOUNDED or one.ci_ms == UNBOUNDED
     bl.save(path, DEVICE, SOFTWARE, {"t::a": bl.entry_from_result(one)})
+    stored = yaml.safe_load(path.read_text())["entries"]["t::a"]
+    assert stored["ci_ms"] is None and stored["samples"] == 1
     entry = bl.load(path, DEVICE["key"]).entries["t::a"]
-    assert entry.ci_ms is None and entry.samples == 1 and entry.median_ms == 300.0
+    assert entry.ci_ms == UNBOUNDED and not entry.ci_ms.bounded and entry.samples == 1 and entry.median_ms == 300.0
+    assert entry.to_dict()["ci_ms"] is None
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": bl.entry_from_result(one)})  # re-recorded: two medians, still no interval
+    again = bl.load(path, DEVICE["key"]).entries["t::a"]
+    assert again.history == [300.0, 300.0] and again.ci_ms == UNBOUNDED
+    assert bl.entry_from_result(result("t::b", samples=7, ci_ms=None)).ci_ms is None  # no interval named: unknown

@@ -12,6 +12,7 @@ import pytest
 from pytest_gpuperf.core import noise
 from pytest_gpuperf.core import verdict as compare
 from pytest_gpuperf.core.noise import ACROSS_MACHINES, SAME_MACHINE
+from pytest_gpuperf.core.records import UNBOUNDED
 from pytest_gpuperf.core.verdict import Verdict, is_regression, parse_threshold
 from typed import judge, judge_all, remeasure_while_suspect, result
 
@@ -474,3 +475,21 @@ def test_two_sides_of_one_machine_decide_with_fewer_runs():
     base, slow = rec(0.2, history=[0.2, 0.2004]), rec(0.21, history=[0.2101, 0.2099])
     assert judge(base, slow, 0.05, SAME_MACHINE).time == "slower"
     assert judge(base, rec(0.2, history=[0.2002, 0.1999]), 0.05, SAME_MACHINE).time == "same"
+
+
+def test_a_one_sample_side_is_compared_with_an_unknown_sampling_error():
+    """A call longer than the sampling budget is timed once: its interval is unbounded however it was
+    read (the run's own ±inf, a results JSON's [null, null], a baseline's null beside one sample), so it
+    is compared and reads unsure, saying why, and a normal run against it is held the same way."""
+    base = rec(300.0, noise=0.002, samples=40, ci=(299.0, 301.0), history=[300.0, 300.5, 299.8])
+    for ci in ([-math.inf, math.inf], [None, None], None):
+        now = result(rec(320.0, noise=0.0, samples=1, ci_ms=ci))
+        assert now.ci_ms == UNBOUNDED and compare.relative_halfwidth(now) == math.inf
+        v = judge(base, now, 0.05)
+        assert v.time == "unsure" and v.noise_bound == math.inf and compare.is_suspect(v)
+        assert "this run timed the call once" in v.message and "--gpuperf-budget" in v.message
+    stored_once = rec(300.0, noise=0.0, samples=1)
+    v = judge(stored_once, rec(300.3, ci=(300.0, 300.6)), 0.05)
+    assert v.time == "unsure" and "the baseline timed the call once" in v.message and not compare.is_suspect(v)
+    assert judge(dict(stored_once, history=[300.0, 300.2]), rec(300.3, ci=(300.0, 300.6)), 0.05).time == "same"
+    assert result(rec(1.0, samples=7)).ci_ms is None  # no interval named: the noise stands in for it

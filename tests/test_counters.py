@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pytest_gpuperf.core.counters import Counters, judge_counters, summed
-from pytest_gpuperf.core.records import Entry, Result
+from pytest_gpuperf.core.records import Entry, Identity, Result
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.core.verdict import is_regression
 from typed import judge, result
@@ -329,11 +329,11 @@ def test_a_roofline_per_group_places_each_result_by_its_measured_intensity(tmp_p
 
     counted = {"dram_read_bytes": [1e9], "dram_write_bytes": [1e9]}
     results = [
-        Result("t.py::test_mm[triton-4096]", "test_mm", "triton-4096", "test_mm", 3.3, flops=2e12, tflops=600.0,
+        Result(Identity("t.py::test_mm[triton-4096]", "test_mm", "triton-4096", "test_mm"), 3.3, flops=2e12, tflops=600.0,
                counters=counted),
-        Result("t.py::test_mm[cublas-4096]", "test_mm", "cublas-4096", "test_mm", 3.1, flops=2e12, tflops=650.0,
+        Result(Identity("t.py::test_mm[cublas-4096]", "test_mm", "cublas-4096", "test_mm"), 3.1, flops=2e12, tflops=650.0,
                counters=counted),
-        Result("t.py::test_copy[x]", "test_copy", "x", "test_copy", 1.0),  # no counters
+        Result(Identity.of_nodeid("t.py::test_copy[x]"), 1.0),  # no counters
     ]
     assert intensity(results[0]) == 1000.0 and intensity(results[2]) is None
     paths = write_rooflines(tmp_path, results, {"name": "GPU", "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 740.0}})
@@ -361,7 +361,8 @@ def test_the_summary_says_what_the_counters_decided_or_why_not() -> None:
     from pytest_gpuperf.report.rows import counters_line, summary_counts, verdict_text
 
     undecided = result({"verdict": "same", "detects": 0.3, "threshold": 0.05})
-    decided = replace(undecided, counter_verdict="same", counters={"instructions": [1]})
+    decided = replace(undecided, judgement=replace(undecided.judgement, counter_verdict="same"),
+                      counters={"instructions": [1]})
     assert verdict_text(decided) == "same?, same work" and "1 undecided" in summary_counts([decided])
     assert counters_line([decided, result({"verdict": "same", "counter_verdict": "more"})]) == (
         "gpuperf: 1 test undecided by time; counters judged 2 tests (1 more work, 1 same work) and decided 1 of the 1")

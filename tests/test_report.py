@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from typed import judge, result
+from typed import judge, judged, result
 from pytest_gpuperf.report import markdown as md_report
 from pytest_gpuperf.report import plots as plot_report
 from pytest_gpuperf.report import rows as report_rows
@@ -101,9 +101,9 @@ def test_terminal_lines_grouped_sorted_human_units():
     slow_row = next(line for line in lines if "triton-float32-4096x4096" in line)
     assert "+20.0%" in slow_row and slow_row.rstrip().endswith("slower")
     # each judged row shows its smallest detectable change, under the "detects" header
-    slow = next(r for r in results if r.param == "triton-float32-4096x4096")
+    slow = next(r for r in results if r.id.param == "triton-float32-4096x4096")
     detects = column(lines[lines.index("test_softmax"):], "detects")
-    assert detects[slow.param] == f"{slow.noise_bound * 100:.1f}%" and 0 < slow.noise_bound < 0.05
+    assert detects[slow.id.param] == f"{slow.judged.noise_bound * 100:.1f}%" and 0 < slow.judged.noise_bound < 0.05
     # the impls of one case are adjacent
     rows = [line.split()[0] for line in lines if line.startswith("  ") and "float32-4096x4096" in line]
     assert rows == ["cuda-float32-4096x4096", "torch-float32-4096x4096", "triton-float32-4096x4096"]
@@ -112,7 +112,7 @@ def test_terminal_lines_grouped_sorted_human_units():
 
 def test_terminal_lines_truncates_long_params_in_the_middle():
     r = make_results(with_baseline=False)[0]
-    r.param = "triton-" + "x" * 200 + "-END"
+    r.id = replace(r.id, param="triton-" + "x" * 200 + "-END")
     lines = report_table.terminal_lines([r], DEVICE, width=120)
     row = next(line for line in lines if "triton-" in line)
     assert len(row) <= 120 and "…" in row and "-END" in row
@@ -120,7 +120,7 @@ def test_terminal_lines_truncates_long_params_in_the_middle():
 
 def test_terminal_lines_keep_params_readable_in_an_80_column_log():
     r = make_results(with_baseline=False)[0]
-    r.param = "torch_efficient-bfloat16-causal-B4H16N4096D128"
+    r.id = replace(r.id, param="torch_efficient-bfloat16-causal-B4H16N4096D128")
     lines = report_table.terminal_lines([r], DEVICE, width=80)
     assert any(line.startswith("  torch_efficient-bfloat16-causal-B4H16N4096D128 ") for line in lines)
 
@@ -149,9 +149,9 @@ def test_markdown_is_a_table(tmp_path):
     assert all(line.count("|") == 11 for line in rows)
     columns = [c.strip() for c in headers[0].strip("|").split("|")]
     assert "detects" in columns and "drift" not in columns and "runs" not in columns
-    slow = next(r for r in results if r.param == "triton-float32-4096x4096")
+    slow = next(r for r in results if r.id.param == "triton-float32-4096x4096")
     slow_row = next(line for line in rows if "`triton-float32-4096x4096`" in line)
-    assert slow_row.strip("|").split("|")[columns.index("detects")].strip() == f"{slow.noise_bound * 100:.1f}%"
+    assert slow_row.strip("|").split("|")[columns.index("detects")].strip() == f"{slow.judged.noise_bound * 100:.1f}%"
     assert "### Regressions" in md and "triton-float32-4096x4096" in md and "**slower**" in md
     path = tmp_path / "sub" / "summary.md"
     md_report.write_markdown(path, results, DEVICE, SOFTWARE)
@@ -160,7 +160,7 @@ def test_markdown_is_a_table(tmp_path):
 
 def test_markdown_escapes_pipes():
     r = make_results(with_baseline=False)[0]
-    r.param = "a|b"
+    r.id = replace(r.id, param="a|b")
     assert "a\\|b" in md_report.markdown([r], DEVICE, SOFTWARE)
 
 
@@ -177,9 +177,9 @@ def test_json_layout_and_units(tmp_path):
     assert doc["machine_info"]["gpuperf_device"]["key"] == DEVICE["key"]
     assert len(doc["benchmarks"]) == len(results)
     b = next(b for b in doc["benchmarks"] if b["param"] == "triton-float32-4096x4096")
-    r = next(r for r in results if r.param == "triton-float32-4096x4096")
+    r = next(r for r in results if r.id.param == "triton-float32-4096x4096")
     assert b["group"] == "test_softmax" and b["name"] == "test_softmax[triton-float32-4096x4096]"
-    assert b["fullname"] == r.nodeid
+    assert b["fullname"] == r.id.nodeid
     st = b["stats"]
     for k in ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1", "q3", "iqr_outliers",
               "stddev_outliers", "outliers", "ld15iqr", "hd15iqr", "ops", "total", "data", "iterations"):
@@ -193,8 +193,9 @@ def test_json_layout_and_units(tmp_path):
     assert ex["change"] == pytest.approx(0.2, rel=1e-4) and ex["baseline_median_ms"] == pytest.approx(r.baseline.median_ms)
     # what a baseline entry keeps survives the JSON (gpuperf merge reads results JSON)
     _, loaded = results_store.load_results(path)
-    back = next(x for x in loaded if x.nodeid == r.nodeid)
-    for k in bl.ENTRY_KEYS:
+    back = next(x for x in loaded if x.id.nodeid == r.id.nodeid)
+    assert back.id == r.id
+    for k in set(bl.ENTRY_KEYS) - {"group"}:
         value = getattr(r, k)
         assert getattr(back, k) == (pytest.approx(value) if isinstance(value, (int, float, list)) else value), k
 
@@ -251,22 +252,22 @@ def test_load_results_from_our_json_round_trip(tmp_path):
     results_store.write_json(path, results, DEVICE, SOFTWARE, "2026-11-23T10:00:00Z")
     device, back = results_store.load_results(path)
     assert device["key"] == DEVICE["key"]
-    by = {r.nodeid: r for r in back}
+    by = {r.id.nodeid: r for r in back}
     for r in results:
-        b = by[r.nodeid]
-        assert b.median_ms == pytest.approx(r.median_ms) and b.group == r.group
-        assert b.param == r.param and b.name == r.name and b.noise == pytest.approx(0.01)
+        b = by[r.id.nodeid]
+        assert b.median_ms == pytest.approx(r.median_ms) and b.id.group == r.id.group
+        assert b.id.param == r.id.param and b.id.name == r.id.name and b.noise == pytest.approx(0.01)
         assert b.gbps == pytest.approx(r.gbps) and b.samples == 40
 
 
 def test_load_results_from_baseline(tmp_path):
     results = make_results(with_baseline=False)
     path = tmp_path / "k.yaml"
-    bl.save(path, DEVICE, SOFTWARE, {r.nodeid: bl.entry_from_result(r) for r in results})
+    bl.save(path, DEVICE, SOFTWARE, {r.id.nodeid: bl.entry_from_result(r) for r in results})
     device, back = results_store.load_results(path)
     assert device["key"] == DEVICE["key"] and len(back) == 12
-    b = next(x for x in back if x.param == "torch-bfloat16-4096")
-    assert b.name == "test_matmul" and b.group == "test_matmul" and b.nodeid.endswith("[torch-bfloat16-4096]")
+    b = next(x for x in back if x.id.param == "torch-bfloat16-4096")
+    assert b.id.name == "test_matmul" and b.id.group == "test_matmul" and b.id.nodeid.endswith("[torch-bfloat16-4096]")
 
 
 def test_load_results_from_real_pytest_benchmark_json(tmp_path):
@@ -286,9 +287,9 @@ def test_load_results_from_real_pytest_benchmark_json(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     device, back = results_store.load_results(out)
     assert device is None and len(back) == 2
-    r = next(r for r in back if r.param == "20")
-    assert r.name == "test_sum" and r.median_ms > 0 and r.noise is not None and r.samples >= 5
-    assert r.nodeid == "test_pb.py::test_sum[20]"
+    r = next(r for r in back if r.id.param == "20")
+    assert r.id.name == "test_sum" and r.median_ms > 0 and r.noise is not None and r.samples >= 5
+    assert r.id.nodeid == "test_pb.py::test_sum[20]"
 
 
 @pytest.mark.parametrize("name, content, words", [
@@ -331,14 +332,14 @@ def test_write_plots_one_png_per_group(tmp_path):
 def test_write_plots_with_a_baseline_object_and_time_only(tmp_path):
     results = make_results(with_baseline=False)
     base = bl.Baseline(tmp_path / "b.yaml", DEVICE, SOFTWARE, "2026-11-23T10:00:00Z",
-                       {r.nodeid: replace(bl.entry_from_result(r), median_ms=r.median_ms * 0.9) for r in results})
+                       {r.id.nodeid: replace(bl.entry_from_result(r), median_ms=r.median_ms * 0.9) for r in results})
     for r in results:  # a generic suite without cost models: time is all there is
         r.pct_of_peak = r.gbps = r.tflops = None
     paths = plot_report.write_plots(tmp_path, results, base)
     assert len(paths) == 2 and all(p.read_bytes()[:8] == PNG_MAGIC for p in paths)
     assert plot_report.write_plots(tmp_path / "none", []) == []
     for r in results:  # ids that do not split into impl-case uniquely still get one bar each
-        r.param = r.param.split("-", 1)[1]
+        r.id = replace(r.id, param=r.id.param.split("-", 1)[1])
     assert len(plot_report.write_plots(tmp_path / "dups", results)) == 2
 
 
@@ -362,7 +363,7 @@ def test_summary_says_how_many_unsure_results_could_not_see_the_threshold():
     # a judged test's noise bound is its smallest detectable change; `threshold` the configured one
     for r, verdict, bound in zip(results, ("unsure", "unsure", "unsure", "unsure", "same", "slower"),
                                  (0.26, 0.061, 0.08, 0.049, 0.02, 0.09)):
-        vars(r).update(verdict=verdict, noise_bound=bound, threshold=0.05)
+        judged(r, verdict=verdict, noise_bound=bound, threshold=0.05)
     lines = report_table.terminal_lines(results, DEVICE)
     assert lines[-1] == ("6 measured: 1 slower, 4 unsure (3 could not see a 5% change; they could see 6.1-26%, "
                          "median 8.0%), 1 same")
@@ -371,27 +372,27 @@ def test_summary_says_how_many_unsure_results_could_not_see_the_threshold():
 
 def test_summary_of_unsure_tests_with_different_thresholds():
     results = make_results(with_baseline=False)[:3]
-    vars(results[0]).update(verdict="unsure", noise_bound=0.12, threshold=0.1)
-    vars(results[1]).update(verdict="unsure", noise_bound=0.04, threshold=0.02)
-    vars(results[2]).update(verdict="unsure")  # could not compare medians: no bound
+    judged(results[0], verdict="unsure", noise_bound=0.12, threshold=0.1)
+    judged(results[1], verdict="unsure", noise_bound=0.04, threshold=0.02)
+    judged(results[2], verdict="unsure")  # could not compare medians: no bound
     assert report_rows.summary_counts(results) == (
         "3 measured: 3 unsure (2 could not see a change of their threshold (2-10%); they could see 4.0-12%)")
-    vars(results[1]).update(noise_bound=0.01)
+    judged(results[1], noise_bound=0.01)
     assert report_rows.summary_counts(results) == (
         "3 measured: 3 unsure (1 could not see a 10% change; it could see 12%)")
 
 
 def test_detects_column_shows_each_judged_tests_noise_bound():
     results = make_results(with_baseline=False)[:2]
-    vars(results[0]).update(verdict="same", noise_bound=0.021, threshold=0.05)
-    vars(results[1]).update(verdict="new")  # no bound: no detectable change to show
+    judged(results[0], verdict="same", noise_bound=0.021, threshold=0.05)
+    judged(results[1], verdict="new")  # no bound: no detectable change to show
     lines = report_table.terminal_lines(results, DEVICE)
-    assert column(lines, "detects") == {results[0].param: "2.1%", results[1].param: "-"}
+    assert column(lines, "detects") == {results[0].id.param: "2.1%", results[1].id.param: "-"}
 
 
 def test_show_of_a_baseline_has_a_runs_column(tmp_path):
     results = make_results(with_baseline=False)[:3]
-    entries = {r.nodeid: bl.entry_from_result(r) for r in results}
+    entries = {r.id.nodeid: bl.entry_from_result(r) for r in results}
     ids = list(entries)
     entries[ids[0]].history = [1.0, 1.01, 0.99]
     entries[ids[1]].history = [1.0]
@@ -400,7 +401,7 @@ def test_show_of_a_baseline_has_a_runs_column(tmp_path):
     lines = report_table.terminal_lines(results_store.results_from_baseline(base), DEVICE)
     header = next(line for line in lines if line.lstrip().startswith("param"))
     assert "detects" not in header and "drift" not in header
-    assert column(lines, "runs") == {results[0].param: "3", results[1].param: "1", results[2].param: "1"}
+    assert column(lines, "runs") == {results[0].id.param: "3", results[1].id.param: "1", results[2].id.param: "1"}
     md = md_report.markdown(results_store.results_from_baseline(base), DEVICE, SOFTWARE)
     assert "| runs |" in md
     # entries of one recording each (and a plain run's records) say nothing there: the column is left out
@@ -461,7 +462,7 @@ def test_replay_line_names_the_results_of_a_slowed_process_and_the_test_it_began
     line = report_rows.replay_line(results)
     assert line.startswith("gpuperf: 2 graph-timed results were measured while this process replayed CUDA graphs "
                            "0.17-0.19 µs per node slower than a fresh process (from ")
-    assert f"from {results[1].nodeid} on" in line and "Replay state" in line
+    assert f"from {results[1].id.nodeid} on" in line and "Replay state" in line
 
 
 def test_the_tables_name_the_peak_each_result_is_held_against_and_which_results_set_their_own():
@@ -469,10 +470,10 @@ def test_the_tables_name_the_peak_each_result_is_held_against_and_which_results_
     matmul rate, or the kernel itself where it beat its probe (held to 100%, and said in a line)."""
     results = make_results(with_baseline=False)
     for r in results:
-        r.peak = "copy_gbps" if r.group == "test_softmax" else "bf16_tflops"
-    small = next(r for r in results if r.param == "torch-bfloat16-1024x1024")
+        r.peak = "copy_gbps" if r.id.group == "test_softmax" else "bf16_tflops"
+    small = next(r for r in results if r.id.param == "torch-bfloat16-1024x1024")
     small.peak = "copy_8192kib_gbps"
-    fast = next(r for r in results if r.param == "triton-bfloat16-4096")
+    fast = next(r for r in results if r.id.param == "triton-bfloat16-4096")
     vars(fast).update(pct_of_peak=100.0, above_peak=0.046)
     lines = report_table.terminal_lines(results, DEVICE, width=120)
     of = {**column(lines[lines.index("test_matmul"):lines.index("test_softmax")], "of"),
@@ -481,7 +482,7 @@ def test_the_tables_name_the_peak_each_result_is_held_against_and_which_results_
     assert of["torch-bfloat16-1024x1024"] == "MiB"
     assert "copy 8 MiB" in next(line for line in lines if "torch-bfloat16-1024x1024" in line)
     assert "100.0%" in next(line for line in lines if "triton-bfloat16-4096" in line)
-    assert lines[-1].startswith("1 result beats the peak probe it is held against") and fast.nodeid in lines[-1]
+    assert lines[-1].startswith("1 result beats the peak probe it is held against") and fast.id.nodeid in lines[-1]
     assert "4.6% over bf16 mm" in lines[-1]
     text = md_report.markdown(results, DEVICE, SOFTWARE)
     assert "4.6% over bf16 mm" in text and "| kernel |" in text

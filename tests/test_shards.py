@@ -201,7 +201,7 @@ def test_shards_run_under_gpuperf_merge_into_one_report(suite, capsys):
     out = capsys.readouterr().out
     assert code == 0 and "7 measured: 7 new" in out
     _, merged = results_store.load_results(suite.path / "all.json")
-    assert sorted(r.nodeid for r in merged) == [f"test_suite.py::test_case[{n}]" for n in range(7)]
+    assert sorted(r.id.nodeid for r in merged) == [f"test_suite.py::test_case[{n}]" for n in range(7)]
     assert "7 measured" in (suite.path / "all.md").read_text()
     assert cli.main(["merge-shards", *files[:2]]) == 2
     assert "shard 3 of 3 is missing" in capsys.readouterr().err
@@ -292,8 +292,8 @@ def test_merge_shards_none_slower_is_exit_0_with_one_report(tmp_path, capsys):
     assert code == 0, err
     assert "5 measured: 5 same" in out and "REGRESSION" not in out
     device, merged = results_store.load_results(tmp_path / "all.json")
-    assert device["key"] == DEVICE["key"] and sorted(r.nodeid for r in merged) == sorted(SAME)
-    assert all(r.verdict == "same" and r.baseline.history == [0.1, 0.1] for r in merged)
+    assert device["key"] == DEVICE["key"] and sorted(r.id.nodeid for r in merged) == sorted(SAME)
+    assert all(r.judged.verdict == "same" and r.baseline.history == [0.1, 0.1] for r in merged)
     doc = json.loads((tmp_path / "all.json").read_text())
     assert "gpuperf_shard" not in doc["machine_info"]  # the merged report is the whole run
     assert (tmp_path / "all.md").read_text().count("⚪ same") == 5

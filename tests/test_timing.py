@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from pytest_gpuperf.core.records import Entry
+from pytest_gpuperf.core.records import UNBOUNDED, Entry
 from pytest_gpuperf.measure.cuda_timer import graph_timed, launch_bound
 from pytest_gpuperf.measure.stats import Stats, ci_relative, summarize
 from pytest_gpuperf.measure.timer import TimingConfig, measure
@@ -20,7 +20,9 @@ def test_summarize_order_statistics_and_robust_noise() -> None:
     assert isinstance(s, Stats)
     assert (s.median_ms, s.min_ms, s.max_ms, s.samples) == (3.0, 1.0, 100.0, 5)
     assert s.noise == pytest.approx(1.4826 * 1.0 / 3.0)  # MAD ignores the outlier
-    assert s.ci_ms[0] <= s.median_ms <= s.ci_ms[1]
+    assert s.ci_ms.low <= s.median_ms <= s.ci_ms.high
+    one = summarize([300.0])  # a call longer than the budget: one sample bounds no interval
+    assert one.ci_ms == UNBOUNDED and not one.ci_ms.bounded and one.samples == 1
 
 
 def test_ci_comes_from_batch_medians_when_there_are_enough() -> None:

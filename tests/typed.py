@@ -2,6 +2,7 @@
 measurement as a dict literal, and these turn it into a Result at the call."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 from pytest_gpuperf.core import verdict
@@ -13,6 +14,14 @@ def result(record: dict[str, Any] | Measured | None) -> Measured | None:
     if record is None or isinstance(record, (Result, Entry)):
         return record
     return Result.from_dict({"nodeid": "t::t", "name": "t", "param": "", "group": "t", "median_ms": 1.0, **record})
+
+
+def judged(record: Result, threshold: float | None = None, **judgement: Any) -> Result:
+    """`record` (changed in place) judged with these judgement fields over what it held, and `threshold`."""
+    record.judgement = replace(record.judged, **judgement)
+    if threshold is not None:
+        record.threshold = threshold
+    return record
 
 
 def judge(base, now, threshold, *args, **kwargs) -> verdict.Verdict:

@@ -1,4 +1,6 @@
-"""The records every layer passes around: one measured result, one stored baseline entry.
+"""The records every layer passes around: one measured result (what was measured, its statistics and
+the gate's judgement, as torch.utils.benchmark keeps a TaskSpec apart from its Measurement), one stored
+baseline entry.
 
 Records cross process boundaries (pytest-xdist's user_properties, YAML, JSON) as plain dicts; these
 dataclasses are the one definition of their keys and types, converted at those edges.
@@ -6,7 +8,8 @@ dataclasses are the one definition of their keys and types, converted at those e
 from __future__ import annotations
 
 import enum
-from dataclasses import MISSING, dataclass, field, fields
+import math
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -50,14 +53,103 @@ def _json(position: int, **meta: Any) -> dict:
     return {"json": position, **meta}
 
 
-@dataclass
-class Result:
-    """One test's measurement as the plugin records it (the keys of `gpu_benchmark.stats`)."""
+@dataclass(frozen=True)
+class Interval:
+    """The 95% confidence interval of a median, in ms. One sample bounds no interval: its interval is
+    unbounded (-inf, inf), and the gate reads that side's sampling error as unknown."""
+
+    low: float
+    high: float
+
+    @property
+    def bounded(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval's width (inf where unbounded)."""
+        return math.inf if not self.bounded else (self.high - self.low) / 2.0
+
+    def scaled(self, factor: float) -> "Interval":
+        """The interval of a median `factor` times this one's."""
+        return Interval(self.low * factor, self.high * factor)
+
+    def to_list(self) -> list[float]:
+        return [self.low, self.high]
+
+    @classmethod
+    def of(cls, value: Any, samples: Any = None) -> "Interval | None":
+        """The interval a record stores as [low, high]: a pair with a null or infinite end, or none at
+        all in a record of one sample, is unbounded (the files hold it so); None where the record
+        names no usable interval (absent, not a pair of numbers, low above high)."""
+        if isinstance(value, Interval):
+            return value
+        if value is None:
+            return UNBOUNDED if samples == 1 else None
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            return None
+        if None in value:  # how JSON and YAML hold an infinite end
+            return UNBOUNDED
+        ends = [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(ends) != 2 or any(math.isnan(v) for v in ends) or ends[0] > ends[1]:
+            return None
+        interval = cls(*ends)
+        return interval if interval.bounded else UNBOUNDED
+
+
+#: The interval of a median of one sample.
+UNBOUNDED = Interval(-math.inf, math.inf)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What was measured (as torch.utils.benchmark's TaskSpec): the test's node id, its function's name
+    and parametrization id, and the report group it belongs to."""
 
     nodeid: str
     name: str
     param: str
     group: str
+
+    @classmethod
+    def of_nodeid(cls, nodeid: str, group: str | None = None) -> "Identity":
+        """The identity a node id implies: its test's name and parametrization; the name as the group
+        where none is given."""
+        name = nodeid_name(nodeid)
+        return cls(nodeid, name, nodeid_param(nodeid), group or name)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """How the gate judged a result against its baseline entry (core.verdict.Verdict as a result keeps
+    it and the files store it); NOT_JUDGED, with no verdict, stands for none."""
+
+    verdict: str | None = field(default=None, metadata=_json(16))
+    memory_verdict: str | None = field(default=None, metadata=_json(17))
+    change: float | None = field(default=None, metadata=_json(18))
+    memory_change: float | None = field(default=None, metadata=_json(19))
+    noise_bound: float | None = field(default=None, metadata=_json(20))
+    fixed_bound: float | None = field(default=None, metadata=_json(21))
+    detects: float | None = field(default=None, metadata=_json(32))  # Verdict.detectable
+    message: str | None = field(default=None, metadata=_json(23))
+    counter_verdict: str | None = field(default=None, metadata=_json(36))  # core.counters: more, less, same
+    regression: bool | None = None
+
+
+NOT_JUDGED = Judgement()
+#: The plain record's keys of each part of a result.
+IDENTITY_KEYS = tuple(f.name for f in fields(Identity))
+JUDGEMENT_KEYS = tuple(f.name for f in fields(Judgement))
+
+
+@dataclass
+class Result:
+    """One test's measurement as the plugin records it: what was measured (`id`), its statistics (the
+    record's own fields), and the gate's judgement (`judgement`, None until judged). Its plain record
+    (`to_dict`, the keys of `gpu_benchmark.stats`) is flat: the identity's keys, the statistics', then
+    the judgement's."""
+
+    id: Identity
     median_ms: float
     mean_ms: float | None = None
     min_ms: float | None = None
@@ -66,7 +158,7 @@ class Result:
     q1_ms: float | None = None
     q3_ms: float | None = None
     noise: float | None = field(default=None, metadata=_json(7))
-    ci_ms: list[float] | None = field(default=None, metadata=_json(8))
+    ci_ms: Interval | None = field(default=None, metadata=_json(8))
     samples: int = 1
     gbps: float | None = field(default=None, metadata=_json(0))
     tflops: float | None = field(default=None, metadata=_json(1))
@@ -101,47 +193,52 @@ class Result:
     drift: float | None = field(default=None, metadata={"stored": True})
     threshold: float | None = field(default=None, metadata=_json(22))
     baseline: Entry | None = None  # the stored entry compared against
-    # set only when the result was judged (absent otherwise)
-    verdict: str | None = field(default=None, metadata=_json(16, judged=True))
-    memory_verdict: str | None = field(default=None, metadata=_json(17, judged=True))
-    change: float | None = field(default=None, metadata=_json(18, judged=True))
-    memory_change: float | None = field(default=None, metadata=_json(19, judged=True))
-    noise_bound: float | None = field(default=None, metadata=_json(20, judged=True))
-    fixed_bound: float | None = field(default=None, metadata=_json(21, judged=True))
-    detects: float | None = field(default=None, metadata=_json(32, judged=True))  # Verdict.detectable
-    message: str | None = field(default=None, metadata=_json(23, judged=True))
-    counter_verdict: str | None = field(default=None, metadata=_json(36, judged=True))  # core.counters: more, less, same
-    regression: bool | None = field(default=None, metadata={"judged": True})
+    judgement: Judgement | None = None  # set only when the result was judged
+
+    @property
+    def judged(self) -> Judgement:
+        """The judgement, or NOT_JUDGED (every field None) until there is one: for readers that show a
+        verdict where there is one."""
+        return self.judgement if self.judgement is not None else NOT_JUDGED
 
     def to_dict(self) -> dict[str, Any]:
         """The plain record (the judged keys only when a verdict was reached, an entry's stored keys only
         where set)."""
-        judged = self.verdict is not None
-        out = {f.name: getattr(self, f.name) for f in fields(self) if (judged or not f.metadata.get("judged"))
-               and not (f.metadata.get("stored") and getattr(self, f.name) is None)}
+        out: dict[str, Any] = asdict(self.id)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("id", "judgement") or (f.metadata.get("stored") and value is None):
+                continue
+            out[f.name] = value
+        out["ci_ms"] = self.ci_ms.to_list() if self.ci_ms is not None else None
         out["baseline"] = self.baseline.to_dict() if self.baseline is not None else None
+        if self.judgement is not None:
+            out.update(asdict(self.judgement))
         return out
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "Result":
-        """A Result from a plain record; unknown keys are ignored, missing ones take their defaults."""
-        result = cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
-        if isinstance(result.baseline, dict):
-            result.baseline = Entry.from_dict(result.baseline)
-        return result
+        """A Result from a plain record; unknown keys are ignored, missing ones take their defaults (a
+        judgement only where the record holds a verdict)."""
+        own = {f.name: record[f.name] for f in fields(cls) if f.name in record and f.name not in ("id", "judgement")}
+        own["ci_ms"] = Interval.of(record.get("ci_ms"), record.get("samples"))
+        if isinstance(own.get("baseline"), dict):
+            own["baseline"] = Entry.from_dict(own["baseline"])
+        judged = record.get("verdict") is not None
+        return cls(id=Identity(**{k: record[k] for k in IDENTITY_KEYS}), **own,
+                   judgement=Judgement(**{k: record[k] for k in JUDGEMENT_KEYS if k in record}) if judged else None)
 
     @classmethod
     def of_entry(cls, nodeid: str, entry: "Entry") -> "Result":
         """A stored entry of test `nodeid` read as a result (`gpuperf show`, `gpuperf compare`)."""
-        name = nodeid_name(nodeid)
-        stored = {f.name: getattr(entry, f.name) for f in fields(entry)}
-        return cls.from_dict(dict(stored, nodeid=nodeid, name=name, param=nodeid_param(nodeid),
-                                  group=entry.group or name))
+        own = {f.name for f in fields(cls)}
+        return cls(id=Identity.of_nodeid(nodeid, entry.group),
+                   **{f.name: getattr(entry, f.name) for f in fields(entry) if f.name in own})
 
 
 #: Keys of a result copied into pytest-benchmark's extra_info in the results JSON.
-JSON_EXTRA_KEYS = tuple(f.name for f in sorted((f for f in fields(Result) if "json" in f.metadata),
-                                                key=lambda f: f.metadata["json"]))
+JSON_EXTRA_KEYS = tuple(f.name for f in sorted((f for part in (Result, Judgement) for f in fields(part)
+                                                 if "json" in f.metadata), key=lambda f: f.metadata["json"]))
 
 
 @dataclass
@@ -154,7 +251,7 @@ class Entry:
     min_ms: float | None = None
     stddev_ms: float | None = None
     noise: float | None = None
-    ci_ms: list[float] | None = None  # the median's 95% CI, so a comparison uses the measured interval
+    ci_ms: Interval | None = None  # the median's 95% CI, so a comparison uses the measured interval
     samples: int | None = None
     gbps: float | None = None
     tflops: float | None = None
@@ -179,8 +276,9 @@ class Entry:
 
     def to_dict(self) -> dict[str, Any]:
         """The YAML mapping: every field but an unset history, peak memory history, drift, peak, above_peak,
-        slow_replay_us, counters, wall_s or loaded."""
+        slow_replay_us, counters, wall_s or loaded; an unbounded interval (one sample) is stored as null."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["ci_ms"] = self.ci_ms.to_list() if self.ci_ms is not None and self.ci_ms.bounded else None
         for optional in ("history", "peak_memory_history", "drift", "peak", "above_peak", "slow_replay_us", "counters",
                          "wall_s"):
             if out[optional] is None:
@@ -191,13 +289,17 @@ class Entry:
 
     @classmethod
     def of(cls, record: "Result | Entry") -> "Entry":
-        """The fields of a result (or another entry) that an entry holds, as they are."""
-        return cls(**{f.name: getattr(record, f.name) for f in fields(cls)})
+        """The fields of a result (or another entry) that an entry holds, as they are (a result's group
+        is its identity's)."""
+        values = {f.name: getattr(record, f.name) for f in fields(cls) if f.name != "group"}
+        return cls(**values, group=record.id.group if isinstance(record, Result) else record.group)
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "Entry":
         """An Entry from a stored mapping or a result record (other keys are ignored)."""
-        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+        entry = cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+        entry.ci_ms = Interval.of(record.get("ci_ms"), record.get("samples"))
+        return entry
 
 
 #: What the gate compares (core.verdict): a result, or a stored entry.
@@ -253,4 +355,4 @@ def nodeid_param(nodeid: str) -> str:
 
 def record_group(record: Result) -> str:
     """The report group of a result: the group its test declared (marker `group`), else the test's name."""
-    return str(record.group or record.name or nodeid_name(record.nodeid))
+    return str(record.id.group or record.id.name or nodeid_name(record.id.nodeid))

@@ -44,7 +44,7 @@ from typing import TypeVar
 from . import noise
 from .counters import LESS, MORE, OTHER, CounterVerdict, counters_of, judge_counters
 from .noise import ACROSS_MACHINES, ON_HOST, Prior
-from .records import SEVERE_THROTTLE, Measured, Method, Result
+from .records import SEVERE_THROTTLE, Judgement, Measured, Method, Result
 from .spread import MEDIAN_SE_FACTOR, level_shift
 from .units import as_number, fmt_bytes, fmt_change, fmt_ms, parse_percent, positive_numbers
 
@@ -125,15 +125,18 @@ class Verdict:
             return None
         return max(self.noise_bound, self.threshold - min(self.noise_bound, self.margin * self.threshold))
 
+    def judgement(self) -> Judgement:
+        """This verdict as a judged result keeps it."""
+        return Judgement(self.time, self.memory, self.change, self.memory_change, self.noise_bound, self.fixed_bound,
+                         self.detectable, self.message, self.counters, is_regression(self))
+
 
 def relative_halfwidth(record: Measured) -> float:
-    """Relative half-width of the 95% confidence interval of this record's median."""
+    """Relative half-width of the 95% confidence interval of this record's median: infinite for a median
+    of one sample (its interval is unbounded); from its noise where it names no interval."""
     median = as_number(record.median_ms)
-    ci = record.ci_ms
-    if median and isinstance(ci, (list, tuple)) and len(ci) == 2:
-        lo, hi = as_number(ci[0]), as_number(ci[1])
-        if lo is not None and hi is not None and hi >= lo:
-            return (hi - lo) / 2.0 / median
+    if median and record.ci_ms is not None:
+        return record.ci_ms.half_width / median
     noise = as_number(record.noise) or 0.0
     samples = as_number(record.samples) or 1.0
     return Z * MEDIAN_SE_FACTOR * noise / math.sqrt(max(samples, 1.0))
@@ -290,6 +293,12 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
     if held:
         parts.append(f"a {', '.join(slowed)} slowdown held this run's clocks down and not the baseline's, and "
                      "the lower clock explains the change, so it is not judged slower: run it again on a cooler GPU")
+    once = [side for side, r in (("the baseline", base), ("this run", now)) if len(medians(r)) == 1
+            and r.ci_ms is not None and not r.ci_ms.bounded]
+    if once:
+        parts.append(f"{' and '.join(once)} timed the call once (it outlasts the sampling budget), so "
+                     f"{'their medians have' if len(once) > 1 else 'its median has'} no interval and time cannot "
+                     "decide: raise --gpuperf-budget")
     if replayed:
         nodes, whose = _graph_nodes(base, now)
         nodes_text = f" ({nodes:.0f} kernels a call, {whose})" if nodes > 1 else ""

@@ -6,6 +6,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from ..core.records import UNBOUNDED, Interval
 from ..core.spread import relative_mad
 
 
@@ -21,7 +22,7 @@ class Stats:
     q1_ms: float
     q3_ms: float
     noise: float
-    ci_ms: tuple[float, float]
+    ci_ms: Interval  # unbounded for one sample
     samples: int
 
 
@@ -73,13 +74,13 @@ def summarize(samples_ms: list[float], batch_medians: list[float] | None = None)
     data = sorted(samples_ms)
     n = len(data)
     median = statistics.median(data)
-    half = _ci_half_width(median, data, batch_medians) if n > 1 else math.inf  # one sample: no interval
-    lo, hi = median - half, median + half
+    half = _ci_half_width(median, data, batch_medians) if n > 1 else None
     q1, _, q3 = statistics.quantiles(data, n=4) if n > 1 else (median, median, median)
     return Stats(
         median_ms=median, mean_ms=statistics.fmean(data), min_ms=data[0], max_ms=data[-1],
         stddev_ms=statistics.stdev(data) if n > 1 else 0.0, q1_ms=q1, q3_ms=q3,
-        noise=relative_mad(data, median), ci_ms=(lo, hi), samples=n,
+        noise=relative_mad(data, median), samples=n,
+        ci_ms=Interval(median - half, median + half) if half is not None else UNBOUNDED,  # one sample: none
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from ..core import verdict as verdict_mod
-from ..core.records import Method, Result, of_peak
+from ..core.records import Identity, Method, Result, of_peak
 from ..core.versions import TIMING_VERSION
 from ..core.counters import declared_bytes_note
 from ..measure.device import has_cuda, l2_cache_bytes, peak_name
@@ -115,13 +115,7 @@ class GpuBenchmark:
         if settings.save:  # the recording is the first run, not the fastest of a suspect's re-measurements
             result.history = first_medians[:1]
         if verdict is not None:
-            result.verdict, result.memory_verdict = verdict.time, verdict.memory
-            result.change, result.memory_change = verdict.change, verdict.memory_change
-            result.noise_bound, result.fixed_bound = verdict.noise_bound, verdict.fixed_bound
-            result.detects = verdict.detectable
-            result.message = verdict.message
-            result.counter_verdict = verdict.counters
-            result.regression = verdict_mod.is_regression(verdict)
+            result.judgement = verdict.judgement()
         perf.store_peaks()
         return result.to_dict(), measurement
 
@@ -158,10 +152,9 @@ class GpuBenchmark:
         warnings = m.warnings + ([note] if note else [])
         name = getattr(item, "originalname", item.name)
         return Result(
-            nodeid=item.nodeid, name=name, param=item.callspec.id if hasattr(item, "callspec") else "",
-            group=marker_group(item, name),
+            Identity(item.nodeid, name, item.callspec.id if hasattr(item, "callspec") else "", marker_group(item, name)),
             median_ms=s.median_ms, mean_ms=s.mean_ms, min_ms=s.min_ms, max_ms=s.max_ms, stddev_ms=s.stddev_ms,
-            q1_ms=s.q1_ms, q3_ms=s.q3_ms, noise=s.noise, ci_ms=list(s.ci_ms), samples=s.samples,
+            q1_ms=s.q1_ms, q3_ms=s.q3_ms, noise=s.noise, ci_ms=s.ci_ms, samples=s.samples,
             gbps=gbps, tflops=tflops, pct_of_peak=pct, bytes=nbytes, flops=flops, bound=bound, peak=peak,
             above_peak=above,
             peak_memory_bytes=m.peak_memory_bytes, method=m.method, calls_per_sample=m.calls_per_sample,

@@ -339,7 +339,7 @@ class GpuPerf:
         errors = []
 
         def save() -> None:
-            entries = {r.nodeid: r for r, record in zip(results, records)
+            entries = {r.id.nodeid: r for r, record in zip(results, records)
                        if record.get("body_passed") and r.median_ms > 0}
             baseline_mod.save(self.baseline_path, device, sw, entries)
             self.saved = len(entries)
@@ -402,7 +402,7 @@ class GpuPerf:
             replayed = replay_line(results)
             if replayed:
                 tr.write_line(replayed)
-        regressions = [r for r in results if r.regression]
+        regressions = [r for r in results if r.judged.regression]
         if regressions:
             tr.write_line(f"gpuperf: {plural(len(regressions), 'regression')} against {self.baseline_path}",
                           red=True, bold=True)

@@ -46,16 +46,16 @@ def markdown(results: list[Result], device: dict, software: dict, *, note: str |
     work = counters_line(results)
     if work:
         out += [_md_escape(work.removeprefix("gpuperf: ")), ""]
-    regressions = [r for r in results if r.regression or r.verdict == "slower"
-                   or r.memory_verdict == "slower"]
+    regressions = [r for r in results if r.judged.regression or r.judged.verdict == "slower"
+                   or r.judged.memory_verdict == "slower"]
     if regressions:
         out.append("### Regressions")
         out.append("")
         for r in regressions:
-            msg = r.message or ""
+            msg = r.judged.message or ""
             if not msg and r.baseline is not None:
                 msg = judge(r.baseline, r, float(r.threshold or DEFAULT_THRESHOLD)).message
-            out.append(f"- `{_md_escape(r.nodeid)}`: {_md_escape(msg or r.verdict)}")
+            out.append(f"- `{_md_escape(r.id.nodeid)}`: {_md_escape(msg or r.judged.verdict)}")
         out.append("")
     keep = kept_columns(cells_of(r) for r in results)
     for group, rows in grouped(results):
@@ -65,13 +65,13 @@ def markdown(results: list[Result], device: dict, software: dict, *, note: str |
         out.append("| :-- | " + "--: | " * len(keep) + ":-- |")
         for r in rows:
             cells = [cells_of(r)[k] for k in keep]
-            verdict = _MD_VERDICT.get(r.verdict or "", r.verdict or "")
-            mem = r.memory_verdict
+            verdict = _MD_VERDICT.get(r.judged.verdict or "", r.judged.verdict or "")
+            mem = r.judged.memory_verdict
             if mem in ("slower", "faster"):
                 verdict += f" (peak memory {'**grew**' if mem == 'slower' else 'shrank'})"
-            if r.counter_verdict in ("more", "less"):
-                verdict += f" ({'**more work**' if r.counter_verdict == 'more' else 'less work'})"
-            label = r.param or r.name or ""
+            if r.judged.counter_verdict in ("more", "less"):
+                verdict += f" ({'**more work**' if r.judged.counter_verdict == 'more' else 'less work'})"
+            label = r.id.param or r.id.name or ""
             out.append("| " + " | ".join([f"`{_md_escape(label)}`"] + [_md_escape(c) for c in cells]
                                          + [verdict]) + " |")
         out.append("")

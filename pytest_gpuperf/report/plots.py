@@ -54,16 +54,16 @@ def _fmt_value(v: float, key: str) -> str:
 def _impl_case(rows: list[Result]) -> list[tuple[str, str, Result]]:
     """(series, case, record), the series from rows.series_and_case. Falls back to one bar per param
     (or per test id) when that split is not unique."""
-    params = [str(r.param or "") for r in rows]
+    params = [str(r.id.param or "") for r in rows]
     splits = [series_and_case(p) for p in params]
     if params and all(split is not None for split in splits):
         items = [(split[0], split[1], r) for split, r in zip(splits, rows)]
         if len({(i, c) for i, c, _ in items}) == len(items):
             return items
-    items = [(record_group(r), p or str(r.name or ""), r) for p, r in zip(params, rows)]
+    items = [(record_group(r), p or str(r.id.name or ""), r) for p, r in zip(params, rows)]
     if len({(i, c) for i, c, _ in items}) == len(items):
         return items
-    return [(record_group(r), str(r.nodeid or p), r) for p, r in zip(params, rows)]
+    return [(record_group(r), str(r.id.nodeid or p), r) for p, r in zip(params, rows)]
 
 
 def _safe_filename(text: str) -> str:
@@ -110,10 +110,10 @@ def _plot_group(plt, group: str, rows: list[Result], base_entries: Mapping[str, 
             if v is None:
                 continue
             vmax, vmin = max(vmax, v), min(vmin, v) if v > 0 else vmin
-            verdict = r.verdict
+            verdict = r.judged.verdict
             ax.barh(y, v, height=bar_h * 0.88, color=color[impl],
                     edgecolor=_VERDICT_COLOR.get(verdict, "none"), linewidth=2 if verdict in _VERDICT_COLOR else 0)
-            base = r.baseline if r.baseline is not None else base_entries.get(r.nodeid)
+            base = r.baseline if r.baseline is not None else base_entries.get(r.id.nodeid)
             bv = _value(base, key, like=r)
             text = _fmt_value(v, key)
             if key != "median_ms" and as_number(r.median_ms):
@@ -123,7 +123,7 @@ def _plot_group(plt, group: str, rows: list[Result], base_entries: Mapping[str, 
                 vmax = max(vmax, bv)
                 ax.plot([bv, bv], [y - bar_h * 0.48, y + bar_h * 0.48], color="black", linewidth=2.2,
                         solid_capstyle="butt", zorder=3)
-                change = as_number(r.change)
+                change = as_number(r.judged.change)
                 if change is None and as_number(base.median_ms) and as_number(r.median_ms):
                     change = r.median_ms / base.median_ms - 1.0
                 if change is not None and (abs(change) >= 0.005 or verdict in _VERDICT_COLOR):
@@ -131,7 +131,7 @@ def _plot_group(plt, group: str, rows: list[Result], base_entries: Mapping[str, 
             if verdict in _VERDICT_COLOR:
                 text += f" ({verdict})"
                 verdicts_seen.add(verdict)
-            mem_verdict = r.memory_verdict
+            mem_verdict = r.judged.memory_verdict
             mem_color = None
             if mem_verdict in ("slower", "faster"):
                 mb = as_number(base.peak_memory_bytes) if base is not None else None
@@ -229,7 +229,7 @@ def plot_files(out: Path, labeled: list[tuple[str, list[Result]]]) -> Path:
     for fi, (_, rows) in enumerate(labeled):
         for r in rows:
             g = groups.setdefault(record_group(r), {})
-            g.setdefault(str(r.param or r.name or ""), {})[fi] = r
+            g.setdefault(str(r.id.param or r.id.name or ""), {})[fi] = r
     names = sorted(groups, key=natural_key)
     n_files = len(labeled)
     heights = [len(groups[g]) * (0.26 * n_files + 0.18) + 0.9 for g in names]

@@ -33,8 +33,8 @@ def _points(rows: list[Result]) -> list[tuple[str, float, float]]:
     for r in rows:
         x, tflops = intensity(r), as_number(r.tflops)
         if x is not None and tflops:
-            split = series_and_case(str(r.param or ""))
-            out.append((split[0] if split else str(r.param or r.name or ""), x, tflops))
+            split = series_and_case(str(r.id.param or ""))
+            out.append((split[0] if split else str(r.id.param or r.id.name or ""), x, tflops))
     return out
 
 

@@ -60,18 +60,18 @@ def grouped(results: Iterable[Result]) -> list[tuple[str, list[Result]]]:
     groups: dict[str, list[Result]] = {}
     for r in results:
         groups.setdefault(record_group(r), []).append(r)
-    return [(g, sorted(rows, key=lambda r: row_key(r.param or ""))) for g, rows in
+    return [(g, sorted(rows, key=lambda r: row_key(r.id.param or ""))) for g, rows in
             sorted(groups.items(), key=lambda kv: natural_key(kv[0]))]
 
 
 def verdict_text(r: Result) -> str:
-    v = r.verdict or ""
+    v = r.judged.verdict or ""
     if undecided_same(r):
         v = "same?"  # counted as undecided: the time could not see a change of the test's threshold
-    mem = r.memory_verdict
+    mem = r.judged.memory_verdict
     if mem in ("slower", "faster"):
         v = (v + ", " if v else "") + ("more memory" if mem == "slower" else "less memory")
-    work = r.counter_verdict
+    work = r.judged.counter_verdict
     if work in ("more", "less") or (work == "same" and undecided_by_time(r)):
         v = (v + ", " if v else "") + f"{work} work"
     return v
@@ -85,7 +85,7 @@ VERDICT_ORDER = ("slower", "unsure", "undecided", "faster", "same", "new", "miss
 def undecided_same(r: Result) -> bool:
     """A `same` whose smallest detectable change exceeds the threshold the test asked for: the time
     could not have seen a threshold-sized change, so it decided nothing."""
-    return is_undecided(r.verdict, r.detects, r.threshold)
+    return is_undecided(r.judged.verdict, r.judged.detects, r.threshold)
 
 
 def is_undecided(verdict: str | None, detects: float | None, threshold: float | None) -> bool:
@@ -96,18 +96,18 @@ def is_undecided(verdict: str | None, detects: float | None, threshold: float | 
 
 def undecided_by_time(r: Result) -> bool:
     """Could the time not decide this test (unsure, or an undecided same)?"""
-    return r.verdict == "unsure" or undecided_same(r)
+    return r.judged.verdict == "unsure" or undecided_same(r)
 
 
 def counters_line(results: list[Result]) -> str | None:
     """What the counters decided: more or less work anywhere, and among the tests the time could not
     decide, how many the counters decided; None where no result was judged by time."""
     undecided = [r for r in results if undecided_by_time(r)]
-    judged = [r for r in results if r.counter_verdict]
+    judged = [r for r in results if r.judged.counter_verdict]
     if not undecided and not judged:
         return None
-    words = collections.Counter(r.counter_verdict for r in judged)
-    decided = sum(1 for r in undecided if r.counter_verdict)
+    words = collections.Counter(r.judged.counter_verdict for r in judged)
+    decided = sum(1 for r in undecided if r.judged.counter_verdict)
     text = f"gpuperf: {plural(len(undecided), 'test')} undecided by time"
     if judged:
         text += (f"; counters judged {plural(len(judged), 'test')} (" + ", ".join(
@@ -167,10 +167,10 @@ def verdict_parts(judged: Iterable[tuple[str | None, float | None, float | None]
 
 def summary_counts(results: list[Result]) -> str:
     """The session's summary line: tests measured, counted by verdict, and what the unsure could see."""
-    mem_slower = sum(1 for r in results if r.memory_verdict == "slower")
-    measured = sum(1 for r in results if r.verdict != "missing")
+    mem_slower = sum(1 for r in results if r.judged.memory_verdict == "slower")
+    measured = sum(1 for r in results if r.judged.verdict != "missing")
     text = f"{measured} measured"
-    parts = verdict_parts(("undecided" if undecided_same(r) else r.verdict, as_number(r.noise_bound),
+    parts = verdict_parts(("undecided" if undecided_same(r) else r.judged.verdict, as_number(r.judged.noise_bound),
                            as_number(r.threshold)) for r in results)
     if mem_slower:
         parts.append(f"{mem_slower} with more peak memory")
@@ -187,7 +187,7 @@ def ceiling_line(results: list[Result]) -> str | None:
     top = max(above, key=lambda r: as_number(r.above_peak))
     counted = f"{plural(len(above), 'result')} beat{'' if len(above) > 1 else 's'}"
     return (f"{counted} the peak probe {'they are' if len(above) > 1 else 'it is'} held against: 'kernel' sets "
-            f"the ceiling (100%); furthest {top.nodeid or top.name}, {as_number(top.above_peak):.1%} over "
+            f"the ceiling (100%); furthest {top.id.nodeid or top.id.name}, {as_number(top.above_peak):.1%} over "
             f"{peak_label(top.peak)} (docs/measurement.md)")
 
 
@@ -217,7 +217,7 @@ FIRST_CALL_NOTABLE_S = 0.5
 def first_calls_lines(results: list[Result]) -> list[str]:
     """The first calls (compiling, autotuning, loading) of FIRST_CALL_NOTABLE_S or more, counted, and the
     slowest of them, longest first: what a cold compile cache costs, and where; [] when none took that."""
-    seconds = ((as_number(r.first_call_s) or 0.0, str(r.nodeid or r.name)) for r in results)
+    seconds = ((as_number(r.first_call_s) or 0.0, str(r.id.nodeid or r.id.name)) for r in results)
     slow = sorted(((s, nodeid) for s, nodeid in seconds if s >= FIRST_CALL_NOTABLE_S), key=lambda x: (-x[0], x[1]))
     if not slow:
         return []
@@ -253,7 +253,7 @@ def replay_line(results: list[Result]) -> str | None:
         return None
     us = sorted(as_number(r.slow_replay_us) for r in slowed)
     span = f"{us[0]:.2f}" if us[0] == us[-1] else f"{us[0]:.2f}-{us[-1]:.2f}"
-    first = slowed[0].nodeid or slowed[0].name
+    first = slowed[0].id.nodeid or slowed[0].id.name
     were = "was" if len(slowed) == 1 else "were"
     return (f"gpuperf: {plural(len(slowed), 'graph-timed result')} {were} measured while this process replayed "
             f"CUDA graphs {span} µs per node slower than a fresh process (from {first} on, after large kernels ran "
@@ -307,7 +307,7 @@ def detects_text(detects: float | None) -> str:
 def runs_text(r: Result) -> str:
     """The recordings an unjudged record's `history` holds ('1' without one); '-' for a judged record,
     whose detectable change says more."""
-    if r.verdict:
+    if r.judged.verdict:
         return "-"
     history = r.history
     return str(len(history)) if isinstance(history, list) and history else "1"
@@ -318,14 +318,14 @@ def cells_of(r: Result) -> list[str]:
     return [
         fmt_ms(as_number(r.median_ms)),
         "-" if noise is None else f"{noise * 100:.1f}%",
-        detects_text(as_number(r.detects if r.detects is not None else r.noise_bound)),
+        detects_text(as_number(r.judged.detects if r.judged.detects is not None else r.judged.noise_bound)),
         runs_text(r),
         fmt_rate(r.gbps),
         fmt_rate(r.tflops),
         fmt_pct(r.pct_of_peak),
         "-" if as_number(r.pct_of_peak) is None else peak_label(r.peak, as_number(r.above_peak)),
         fmt_mem(r.peak_memory_bytes),
-        fmt_change(r.change),
+        fmt_change(r.judged.change),
     ]
 
 

@@ -26,7 +26,7 @@ def terminal_lines(results: list[Result], device: dict, width: int = 120) -> lis
     show_verdict = any(verdict_text(r) for r in results)
     verdict_w = max([7] + [len(verdict_text(r)) for r in results]) if show_verdict else 0
     fixed = sum(w + 2 for _, w, _ in columns) + (2 + verdict_w if show_verdict else 0)
-    longest = max(len(str(r.param or r.name or "")) for r in results)
+    longest = max(len(str(r.id.param or r.id.name or "")) for r in results)
     param_w = param_width(longest, width - 2 - fixed)
     for group, rows in grouped(results):
         lines.append("")
@@ -38,7 +38,7 @@ def terminal_lines(results: list[Result], device: dict, width: int = 120) -> lis
             header += "  " + "verdict"
         lines.append(header.rstrip())
         for r in rows:
-            label = str(r.param or r.name or "")
+            label = str(r.id.param or r.id.name or "")
             line = "  " + f"{middle_truncate(label, param_w):<{param_w}}"
             row_cells = cells[id(r)]
             for k, (name, w, _) in zip(keep, columns):
@@ -62,7 +62,7 @@ def _undecided(v: Verdict, record: Result | None) -> bool:
 
 def _label(key: str, rec: Result | None) -> str:
     """A row's label: its param, else the test id's."""
-    return str((rec.param if rec else "") or nodeid_param(key) or nodeid_name(key))
+    return str((rec.id.param if rec else "") or nodeid_param(key) or nodeid_name(key))
 
 
 def compare_lines(verdicts: Mapping[str, Verdict], old: Mapping[str, Result], new: Mapping[str, Result],
@@ -81,11 +81,11 @@ def compare_lines(verdicts: Mapping[str, Verdict], old: Mapping[str, Result], ne
     param_w = param_width(longest, width - 2 - fixed)
     groups: dict[str, list] = {}
     for key, rec, v in records:
-        g = str(((rec.group or rec.name) if rec else "") or nodeid_name(key))
+        g = str(((rec.id.group or rec.id.name) if rec else "") or nodeid_name(key))
         groups.setdefault(g, []).append((key, rec, v))
     lines = []
     for g in sorted(groups, key=natural_key):
-        rows = sorted(groups[g], key=lambda t: row_key((t[1].param if t[1] else "") or nodeid_param(t[0])))
+        rows = sorted(groups[g], key=lambda t: row_key((t[1].id.param if t[1] else "") or nodeid_param(t[0])))
         lines.append(g)
         header = "  " + f"{'param':<{param_w}}" + "".join(f"  {h:>{w}}" for h, w in zip(heads[:-1], widths))
         lines.append(header + f"  {heads[-1]}")

@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 
 from ..core import noise, records
-from ..core.records import Entry, Measured
+from ..core.records import Entry, Interval, Measured
 from ..core.counters import Counters, code_changed, counters_of
 from ..core.files import atomic_write_text, file_mode, lock_file
 from ..core.plain import plain
@@ -130,12 +130,12 @@ def entry_from_result(result: Measured) -> Entry:
     """The part of a result (or entry) that is stored in the baseline, as plain rounded values; one
     that names no timing version was timed with version 1."""
     as_is = Entry.of(result)
-    entry = _timed(Entry(**{f.name: _plain(getattr(as_is, f.name)) for f in fields(Entry)}))
+    entry = _timed(Entry(**{f.name: _plain(getattr(as_is, f.name)) for f in fields(Entry) if f.name != "ci_ms"}))
     for key in _INT_KEYS:
         if _is_number(getattr(entry, key)):
             setattr(entry, key, int(round(getattr(entry, key))))
-    if isinstance(entry.ci_ms, list) and None in entry.ci_ms:  # one sample bounds no interval
-        entry.ci_ms = None
+    ci = as_is.ci_ms
+    entry.ci_ms = Interval.of(_plain(ci.to_list()) if ci is not None else None, entry.samples)
     if entry.loaded is False:  # stored only where it holds
         entry.loaded = None
     return entry
@@ -174,8 +174,8 @@ def _with_median(entry: Entry, median_ms: float) -> Entry:
     raw_pct = records.raw_pct_of_peak(out)
     if raw_pct is not None:
         out.pct_of_peak, out.above_peak = records.of_peak(raw_pct / f)
-    if isinstance(out.ci_ms, list):
-        out.ci_ms = [v * f for v in out.ci_ms]
+    if out.ci_ms is not None:
+        out.ci_ms = out.ci_ms.scaled(f)
     return entry_from_result(out)
 
 

@@ -126,9 +126,9 @@ def benchmark_json(results: list[Result], device: dict, software: dict, started_
     for r in results:
         if as_number(r.median_ms) is None:
             continue  # "missing" rows and the like have no measurement
-        nodeid = r.nodeid or r.name or ""
-        name = r.name or nodeid_name(nodeid)
-        param = r.param or nodeid_param(nodeid)
+        nodeid = r.id.nodeid or r.id.name or ""
+        name = r.id.name or nodeid_name(nodeid)
+        param = r.id.param or nodeid_param(nodeid)
         record = r.to_dict()
         extra = {k: record[k] for k in JSON_EXTRA_KEYS if k in record}
         base = r.baseline
