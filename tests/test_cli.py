@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import run
+
 from pytest_gpuperf import cli
 from pytest_gpuperf.core.records import Entry
 from pytest_gpuperf.store import baseline as bl
@@ -39,13 +41,6 @@ def files(tmp_path):
     same = write_baseline(tmp_path / "same" / "nvidia-h100-80gb-hbm3.yaml", [0.101, 0.0895, 0.0852])
     slow = write_baseline(tmp_path / "slow" / "nvidia-h100-80gb-hbm3.yaml", [0.10, 0.108, 0.085])
     return {"old": old, "same": same, "slow": slow, "dir": tmp_path}
-
-
-def run(argv, capsys):
-    code = cli.main(argv)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 def test_compare_same_is_exit_0(files, capsys):

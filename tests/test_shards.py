@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import run
+
 from pytest_gpuperf import cli
 from pytest_gpuperf.core.records import Result
 from pytest_gpuperf.core.shards import ShardSpec, Split, digest, longest_first, partition, shards_problem
@@ -276,13 +278,6 @@ def write_shards(directory: Path, verdicts: dict[str, str], count: int = 2, devi
 
 
 SAME = {f"perf_tests/test_k.py::test_k[impl-size{i}]": "same" for i in range(5)}
-
-
-def run(argv, capsys):
-    code = cli.main(argv)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 def test_merge_shards_none_slower_is_exit_0_with_one_report(tmp_path, capsys):
