@@ -14,6 +14,7 @@ records = [b["extra_info"] | {"median_ms": b["stats"]["median"] * 1e3, "nodeid":
 phases = collections.Counter()
 for r in records:
     phases.update(r.get("phases") or {})
+phases["first call"] = sum(r.get("first_call_s") or 0 for r in records)  # (older files also had it in phases)
 wall = sum(r.get("wall_s") or 0 for r in records)
 device = sum(r.get("measured_s") or 0 for r in records)
 print(f"{len(records)} measurements, {wall:.1f} s measuring, {device:.1f} s of it device time in samples; "

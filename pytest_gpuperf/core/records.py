@@ -37,12 +37,11 @@ class Method(enum.Enum):
 
 
 class Phase(enum.Enum):
-    """Where a measurement's wall time goes (Result.phases), in the order a measurement runs them."""
+    """Where a measurement's wall time goes after its first call (`first_call_s`): Result.phases."""
 
-    FIRST_CALL = "first call"  # compiling, autotuning, loading
     WARMUP = "warm-up"
     POWER_CAP = "power cap"  # the longer warm-up of a call the cap holds down
-    CALIBRATION = "calibration"  # pending work, peak memory, frame, GPU time, flush, capture
+    CALIBRATION = "calibration"  # what no other phase claims: pending work, peak memory, frame, capture
     SETTLING = "settling"  # the uncounted batch ahead of the samples
     SAMPLES = "samples"  # batches of samples, the host's reading of them included
     RESTART = "restart"  # samples dropped when the cap engaged while sampling

@@ -48,7 +48,6 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
         m = _measure_cpu(fn, config, value, sync=torch.cuda.synchronize if cuda_in_use else None)
     m.wall_s = time.perf_counter() - start
     m.first_call_s = first_call_s
-    m.phases[Phase.FIRST_CALL.value] = first_call_s
     return m
 
 

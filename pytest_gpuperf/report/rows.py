@@ -239,7 +239,6 @@ def _phase_parts(results: list[Result]) -> str:
             seconds[phase] += as_number(value) or 0.0
     if not seconds:
         return ""
-    seconds.pop(Phase.FIRST_CALL.value, None)
     seconds["around the samples"] = seconds.pop(Phase.SAMPLES.value, 0.0) - sampled
     parts = sorted(((v, k) for k, v in seconds.items() if v >= 0.05), reverse=True)
     return ": " + ", ".join(f"{k} {v:.1f} s" for v, k in parts) if parts else ""
