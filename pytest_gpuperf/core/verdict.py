@@ -269,7 +269,8 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
         (1.0 + change) * clk_n / clk_b - 1.0, bound, threshold, prior.margin_share)  # the lower clock explains it
     if held:
         time = "unsure"
-    replay_ms = _replay_shift_ms(base, now)
+    nodes, whose = _graph_nodes(base, now)
+    replay_ms = _replay_shift_ms(base, now, nodes)
     sign = 1.0 if time == "slower" else -1.0
     replayed = time in ("slower", "faster") and sign * replay_ms > 0 and not beyond(
         sign * ((now_ms - replay_ms) / base_ms - 1.0), bound, threshold, prior.margin_share)
@@ -300,7 +301,6 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
                      f"{'their medians have' if len(once) > 1 else 'its median has'} no interval and time cannot "
                      "decide: raise --gpuperf-budget")
     if replayed:
-        nodes, whose = _graph_nodes(base, now)
         nodes_text = f" ({nodes:.0f} kernels a call, {whose})" if nodes > 1 else ""
         parts.append(f"{'this run' if replay_ms > 0 else 'the baseline'}'s process replayed CUDA graphs "
                      f"{abs(_replay_us(now) - _replay_us(base)):.2f} µs per node slower than the other's"
@@ -362,19 +362,17 @@ def _graph_nodes(base: Measured, now: Measured) -> tuple[float, str]:
     launches (the fewer of the two sides' where both were counted); where only the baseline was
     counted, its count, assuming the code launches what it recorded (unchanged code's launch counts
     were the same in every process); 1 where neither was."""
-    mine, stored = counters_of(now), counters_of(base)
-    if mine is not None and mine.center("launches") is not None:
-        counts = [c.center("launches") for c in (mine, stored) if c is not None and c.center("launches") is not None]
-        return min(counts), "counted"
-    if stored is not None and stored.center("launches") is not None:
-        return stored.center("launches"), "the baseline's count"
+    mine, stored = (c.center("launches") if c is not None else None for c in (counters_of(now), counters_of(base)))
+    if mine is not None:
+        return (mine if stored is None else min(mine, stored)), "counted"
+    if stored is not None:
+        return stored, "the baseline's count"
     return 1.0, ""
 
 
-def _replay_shift_ms(base: Measured, now: Measured) -> float:
+def _replay_shift_ms(base: Measured, now: Measured, nodes: float) -> float:
     """How much higher per call the slow replay state can make `now` read than `base` (ms; negative
-    where the baseline's process was the slower one)."""
-    nodes = _graph_nodes(base, now)[0]
+    where the baseline's process was the slower one), for a call of `nodes` kernels (_graph_nodes)."""
     charge = REPLAY_CHARGE + REPLAY_CHARGE_FURTHER * (nodes - 1) if nodes >= 1 else 0.0
     return charge * (_replay_us(now) - _replay_us(base)) / 1e3
 
