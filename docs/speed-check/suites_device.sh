@@ -2,6 +2,7 @@
 # Device script (a two-GPU host), run from the repository root: the whole suite against the committed
 # baseline. DIRS="a b": GPU k runs `pytest perf_tests --gpuperf` in the k-th folder (each a snapshot of
 # a revision), both at once. XDIST=2 instead: one process in the first folder over both GPUs (-n 2).
+# EXTRA: more pytest arguments for every run (e.g. "--durations=40").
 set -uo pipefail
 S=$(date +%s)
 export PYTHONUNBUFFERED=1
@@ -11,7 +12,7 @@ run() {  # folder, name, extra args...
   ( cd "$dir" && python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
     local t0=$(date +%s)
     timeout "${SUITE_S:-520}" python -m pytest perf_tests --gpuperf -q -p no:randomly -p no:cacheprovider \
-      --gpuperf-json="$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
+      --gpuperf-json="$OUT/$name.json" ${EXTRA:-} "$@" > "$OUT/$name.log" 2>&1
     echo "$name: exit $?, $(( $(date +%s) - t0 )) s wall" >> "$OUT/walls.txt" )
 }
 read -r -a dirs <<< "${DIRS:-.}"
