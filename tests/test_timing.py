@@ -402,6 +402,25 @@ def test_sim_a_call_whose_baseline_was_loaded_is_warmed_longer_and_sampled_unbro
     assert sum(idle[1:]) < 0.01 * (len(m.batch_medians) - 1)
 
 
+@pytest.mark.parametrize("share, clear", [(0.5, True), (0.9, False)])
+def test_sim_a_loaded_baseline_s_call_drawing_far_under_the_power_limit_ends_its_longer_warm_up(
+        sim, monkeypatch, share, clear) -> None:
+    """A call whose baseline was loaded but which the cap does not hold now: where it draws under
+    POWER_CLEAR_SHARE of the power limit the cap is far off, and the longer warm-up ends after
+    POWER_CAP_MIN_S; near the limit the cap may still engage, and it takes the whole warm-up."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+    from pytest_gpuperf.measure.device import ClockState
+
+    _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980)], read_ms=0.0)
+    monkeypatch.setattr(timing, "power_share", lambda index: share)
+    m = _run(sim, sim.kernel(0.25, host_ms=0.01), loaded=True)
+    assert not m.loaded
+    if clear:
+        assert timing.POWER_CAP_MIN_S <= m.phases["power cap"] < timing.POWER_CAP_MIN_S + 2 * timing.POWER_CAP_STEP_S
+    else:
+        assert m.phases["power cap"] >= timing.POWER_CAP_WARMUP_S
+
+
 @pytest.mark.parametrize("call_ms", [20.0, 100.0])
 def test_sim_the_longer_warm_up_of_a_long_call_keeps_its_bound(sim, monkeypatch, call_ms) -> None:
     """Long calls are queued two at a time in the power cap's warm-up: the host's clock then follows
@@ -460,6 +479,7 @@ def test_sim_a_call_the_power_cap_holds_down_only_while_sampled_starts_its_sampl
 def test_sim_the_phases_of_a_measurement_add_up_to_its_wall_time(sim, monkeypatch) -> None:
     """Each phase's time is its own (nested phases are not counted twice), so the closing summary's
     breakdown adds up; a call at boost clock spends nothing on the power cap."""
+    from pytest_gpuperf.measure import cuda_timer as timing
     from pytest_gpuperf.measure.device import ClockState
 
     _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980)])
@@ -467,7 +487,23 @@ def test_sim_the_phases_of_a_measurement_add_up_to_its_wall_time(sim, monkeypatc
     m = _run(sim, sim.kernel(0.25, host_ms=0.01))
     assert set(m.phases) == {"warm-up", "calibration", "settling", "samples"}
     assert sum(m.phases.values()) == pytest.approx((sim.clock.now_ms - began) / 1e3, rel=1e-3)
-    assert m.phases["samples"] > 0 and m.phases["warm-up"] >= 0.05  # the config's warm-up
+    # the first clock reading is at the maximum: the warm-up ends there, short of the config's 0.05 s
+    assert m.phases["samples"] > 0 and timing.WARMUP_STEP_S <= m.phases["warm-up"] < 0.05
+
+
+@pytest.mark.parametrize("clocks, ends_after", [((1200, 1500, 1755, 1770), 4), ((None,), None)])
+def test_sim_the_warm_up_ends_once_the_clock_is_up(sim, monkeypatch, clocks, ends_after) -> None:
+    """The warm-up reads the clock every WARMUP_STEP_S and ends once two readings agree (a clock below
+    the maximum: application clocks, say); without clock readings it takes its whole budget."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+    from pytest_gpuperf.measure.device import ClockState
+
+    _clock_reads(sim, monkeypatch, [ClockState(c, [], 1980 if c else None) for c in clocks], read_ms=0.0)
+    m = _run(sim, sim.kernel(0.02, host_ms=0.01))
+    if ends_after:
+        assert m.phases["warm-up"] == pytest.approx(ends_after * timing.WARMUP_STEP_S, abs=0.003)
+    else:
+        assert m.phases["warm-up"] >= 0.05  # the config's warm-up
 
 
 def test_sim_the_untimed_calls_grow_to_cover_a_host_slower_than_the_first_guess(sim, monkeypatch) -> None:

@@ -12,11 +12,11 @@ from typing import Any, Callable
 from ..core.records import SEVERE_THROTTLE, CacheMode, Method, Phase
 from . import calibration as calibration_mod
 from .calibration import Calibration, gc_paused, low, pad_ms
-from .device import ClockState, read_clocks
+from .device import ClockState, power_share, read_clocks
 from .host_pace import LAUNCH_BOUND_RATIO, HostPace, spin_each_ms, spin_gpu_ms
 from .measurement import CaptureFailure, Measurement, PhaseClock, TimingConfig, should_stop, tensor_bytes
 from .power_cap import (FILL_FACTOR, FILL_FIRST_MS, FILL_GAPS, POWER_CAP_AHEAD, POWER_CAP_MIN_S, POWER_CAP_STEP_S,
-                        POWER_CAP_WARMUP_S, cap_settled)
+                        POWER_CAP_WARMUP_S, cap_clear, cap_settled)
 from .replay_state import NODES, SPIN_MS, ReplayProbe, empty_kernel, slowed_by
 
 #: Calls shorter than this (GPU time) are timed in CUDA graphs: events resolve ~0.5 µs and a launch
@@ -60,6 +60,22 @@ FRAME_GRAPH_SPINS = 20
 FRAME_COST_SLACK_MS = 1e-6
 #: Calls of one warm-up, at most.
 MAX_WARMUP_CALLS = 10_000
+#: The warm-up reads the SM clock every WARMUP_STEP_S and ends, before its budget, once the clock is
+#: up: at the device's maximum, or two readings within WARMUP_STEADY_MHZ (two of its 15 MHz steps).
+WARMUP_STEP_S = 0.01
+WARMUP_STEADY_MHZ = 30
+
+
+def clock_up(readings: list[ClockState]) -> bool:
+    """Has the warm-up raised the SM clock? The last reading is at the device's maximum, or the last
+    two agree within WARMUP_STEADY_MHZ. Unknown clocks never are."""
+    last = readings[-1]
+    if not last.sm_clock_mhz:
+        return False
+    if last.max_sm_clock_mhz and last.sm_clock_mhz >= last.max_sm_clock_mhz:
+        return True
+    return (len(readings) >= 2 and bool(readings[-2].sm_clock_mhz)
+            and abs(last.sm_clock_mhz - readings[-2].sm_clock_mhz) <= WARMUP_STEADY_MHZ)
 
 
 def launch_bound(gpu_ms: float, host_ms: float, flush_ms: float, prefer: str | None = None) -> bool:
@@ -128,7 +144,8 @@ class CudaTimer:
         return self.torch.cuda.Event(enable_timing=True)
 
     def _warmup(self) -> float:
-        """Call fn until the warm-up time is spent (clocks, caches, allocator); return its host enqueue ms.
+        """Call fn until its clock is up, within the warm-up time (clocks, caches, allocator); return
+        its host enqueue ms.
 
         Sets `self.long_call` (over 10 ms a call: fewer calibration calls). The host waits for the
         device after calls 1, 2, 4, ... 64 and every 64th after. A call the power cap holds down, or
@@ -138,8 +155,7 @@ class CudaTimer:
         host: list[float] = []
         started = time.perf_counter()
         with self.phases(Phase.WARMUP):
-            self._warm(self.config.warmup_s, host)
-        clocks = read_clocks(self.index)  # with the last calls still running
+            clocks = self._warm_clock(host)
         self.torch.cuda.synchronize()
         self.long_call = (time.perf_counter() - started) / len(host) > 0.01
         self.unbroken = clocks.power_capped
@@ -148,6 +164,17 @@ class CudaTimer:
         # A stall only lengthens a launch: a low quantile of the warm calls (the first compiles) is its cost.
         warm = sorted(host[1:])
         return warm[len(warm) // 4] * 1e3
+
+    def _warm_clock(self, host: list[float]) -> ClockState:
+        """Warm fn up until the SM clock is up (`clock_up`) or `config.warmup_s` is spent; the last
+        clock reading, taken with the last calls still running. Without clock readings: the budget."""
+        deadline = time.perf_counter() + self.config.warmup_s
+        readings: list[ClockState] = []
+        while True:
+            self._warm(min(WARMUP_STEP_S, max(0.0, deadline - time.perf_counter())), host)
+            readings.append(read_clocks(self.index))
+            if time.perf_counter() >= deadline or clock_up(readings):
+                return readings[-1]
 
     def _hold_power_cap(self, seen: bool) -> None:
         """The cap holds this call's clock down (`seen`), or held its baseline's: warm it until the cap
@@ -159,13 +186,15 @@ class CudaTimer:
             started = time.perf_counter()
             host: list[float] = []
             readings: list[ClockState] = []
+            shares: list[float | None] = []
             queued = collections.deque() if self.long_call else None  # long calls: POWER_CAP_AHEAD at a time
             while True:  # one list: the warm-up's waits stay 64 calls apart
                 self._warm(POWER_CAP_STEP_S, host, queued)
                 readings.append(read_clocks(self.index))  # with the last calls still running
+                shares.append(None if seen else power_share(self.index))
                 elapsed = time.perf_counter() - started
                 if (elapsed >= POWER_CAP_WARMUP_S or len(host) >= MAX_WARMUP_CALLS
-                        or (elapsed >= POWER_CAP_MIN_S and cap_settled(readings))):
+                        or (elapsed >= POWER_CAP_MIN_S and (cap_settled(readings) or cap_clear(readings, shares)))):
                     break
             self.loaded = seen or readings[-1].power_limited
             self.torch.cuda.synchronize()

@@ -122,6 +122,28 @@ def read_clocks(index: int | None) -> ClockState:
     return state
 
 
+#: nvmlFieldValue_t's union member by its valueType (NVML_VALUE_TYPE_*).
+_FIELD_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+
+def power_share(index: int | None) -> float | None:
+    """Power drawn now as a share of the enforced power limit, or None where NVML does not say. The
+    instant reading (NVML_FI_DEV_POWER_INSTANT), not the one-second average, which lags a load."""
+    handle = None if index is None else _nvml_handle(index)
+    if handle is None:
+        return None
+    import pynvml
+
+    try:
+        field = pynvml.nvmlDeviceGetFieldValues(handle, [pynvml.NVML_FI_DEV_POWER_INSTANT])[0]
+        limit_mw = pynvml.nvmlDeviceGetEnforcedPowerLimit(handle)
+    except Exception:  # noqa: BLE001 - older drivers lack the field; virtualised GPUs refuse power queries
+        return None
+    if field.nvmlReturn != pynvml.NVML_SUCCESS or not limit_mw or field.valueType >= len(_FIELD_MEMBERS):
+        return None
+    return float(getattr(field.value, _FIELD_MEMBERS[field.valueType])) / limit_mw
+
+
 @functools.cache
 def _max_sm_clock(index: int) -> int | None:
     """Device `index`'s maximum SM clock in MHz (None where NVML refuses it)."""

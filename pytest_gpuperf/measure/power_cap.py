@@ -16,6 +16,11 @@ POWER_CAP_MIN_S = 0.25
 POWER_CAP_STEP_S = 0.05
 POWER_CAP_READS = 4
 POWER_CAP_SETTLED_MHZ = 30
+#: ... and sooner still for a call whose baseline the cap held but which the cap does not hold now,
+#: where the cap is far off: after POWER_CAP_MIN_S, the last POWER_CAP_READS readings not held down
+#: and drawing under this share of the enforced power limit. The cap acts on a running average of
+#: the draw, so a load it is about to hold already draws near the limit.
+POWER_CLEAR_SHARE = 0.8
 #: Calls of over 10 ms (the timer's long calls) queued at most this many at a time in that warm-up,
 #: so it ends within that many calls of its bound and its readings see a busy device.
 POWER_CAP_AHEAD = 2
@@ -26,6 +31,14 @@ POWER_CAP_AHEAD = 2
 FILL_FIRST_MS = 5.0
 FILL_FACTOR = 2.0
 FILL_GAPS = 3
+
+
+def cap_clear(readings: list[ClockState], shares: list[float | None]) -> bool:
+    """Is the power cap far off? The last POWER_CAP_READS readings are not held down and drew under
+    POWER_CLEAR_SHARE of the power limit (`shares`, device.power_share; None: unknown, never clear)."""
+    last, drawn = readings[-POWER_CAP_READS:], shares[-POWER_CAP_READS:]
+    return (len(drawn) == POWER_CAP_READS and not any(r.power_limited for r in last)
+            and all(share is not None and share < POWER_CLEAR_SHARE for share in drawn))
 
 
 def cap_settled(readings: list[ClockState]) -> bool:
