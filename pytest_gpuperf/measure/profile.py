@@ -6,7 +6,9 @@ then once under the profiler.
 """
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -15,6 +17,20 @@ from typing import Any, Callable
 #: attached to: the profiler's cost is on the host (it doubles each launch's), which such a call
 #: keeps off the device's timeline. Shorter calls and graphs must be measured before profiling.
 UNAFFECTED_FROM_MS = 0.1
+#: torch.profiler's warning (torch 2.11) that a profile keeps only its last cycle's events: each
+#: profile here has one cycle.
+ONE_CYCLE_WARNING = "Warning: Profiler clears events at the end of each cycle"
+
+
+@contextlib.contextmanager
+def _profiling(*activities):
+    """torch.profiler.profile of `activities`, one cycle, without its warning about cycles."""
+    from torch.profiler import profile
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=ONE_CYCLE_WARNING)
+        with profile(activities=list(activities)) as prof:
+            yield prof
 
 
 @dataclass(frozen=True)
@@ -92,9 +108,9 @@ def profiled_ops(run: Callable[[], Any], times: int = 1) -> list:
     """The device operations of `times` calls of `run` under torch.profiler (CUDA activity only), in
     the order they started."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with _profiling(ProfilerActivity.CUDA) as prof:
         for _ in range(times):
             run()
         torch.cuda.synchronize()
@@ -122,11 +138,11 @@ def calls_of(ops: list, names: list[str]) -> list[list]:
 def capture(fn: Callable[[], Any]) -> Profile:
     """Profile one warm call of `fn` on the current CUDA device."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
     fn()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    with _profiling(ProfilerActivity.CPU, ProfilerActivity.CUDA) as prof:
         fn()
         torch.cuda.synchronize()
     calls: dict[str, int] = {}
