@@ -2,7 +2,8 @@
 # Device script (a two-GPU host), run from the repository root: the whole suite against the committed
 # baseline. DIRS="a b": GPU k runs `pytest perf_tests --gpuperf` in the k-th folder (each a snapshot of
 # a revision), both at once. XDIST=2 instead: one process in the first folder over both GPUs (-n 2).
-# EXTRA: more pytest arguments for every run (e.g. "--durations=40").
+# EXTRA: more pytest arguments for every run (e.g. "--durations=40"); FILES: what to run (perf_tests);
+# NAME: the results' name for XDIST runs (xdist).
 set -uo pipefail
 S=$(date +%s)
 export PYTHONUNBUFFERED=1
@@ -11,19 +12,19 @@ run() {  # folder, name, extra args...
   local dir=$1 name=$2; shift 2
   ( cd "$dir" && python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
     local t0=$(date +%s)
-    timeout "${SUITE_S:-520}" python -m pytest perf_tests --gpuperf -q -p no:randomly -p no:cacheprovider \
+    timeout "${SUITE_S:-520}" python -m pytest ${FILES:-perf_tests} --gpuperf -q -p no:randomly -p no:cacheprovider \
       --gpuperf-json="$OUT/$name.json" ${EXTRA:-} "$@" > "$OUT/$name.log" 2>&1
     echo "$name: exit $?, $(( $(date +%s) - t0 )) s wall" >> "$OUT/walls.txt" )
 }
 read -r -a dirs <<< "${DIRS:-.}"
 if [ -n "${XDIST:-}" ]; then
-  run "${dirs[0]}" xdist -n "$XDIST"
+  run "${dirs[0]}" "${NAME:-xdist}" -n "$XDIST"
 else
   for k in "${!dirs[@]}"; do CUDA_VISIBLE_DEVICES=$k run "${dirs[$k]}" "gpu$k-$(basename "${dirs[$k]}")" & done
   wait
 fi
 cat "$OUT/walls.txt"
-for f in "$OUT"/*.json; do
+for f in "$OUT"/${NAME:-*}.json; do
   echo "== $f"; grep -E "gpuperf: [0-9.]+ s since start|^[0-9]+ tests: |passed|failed" "${f%.json}.log" | tail -4
   python "${dirs[0]}/docs/speed-check/summary.py" "$f"
 done

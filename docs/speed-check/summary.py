@@ -30,3 +30,9 @@ print(f"verdicts {dict(verdicts)}; unsure among {len(long)} tests >= 20 µs: {un
 for r in records:
     if r.get("verdict") == "slower":
         print("  slower:", r.get("nodeid"), r.get("message"))
+    if r.get("counter_verdict") == "more":
+        print("  counters more:", r.get("nodeid"), r.get("message"))
+undecided = [r for r in records if r.get("detects") is not None and r.get("threshold") is not None
+             and r["detects"] > r["threshold"]]
+print(f"time could not see its threshold in {len(undecided)}; counters decided "
+      f"{sum(1 for r in undecided if r.get('counter_verdict') in ('same', 'more', 'less'))} of them")
