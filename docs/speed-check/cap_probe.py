@@ -1,6 +1,7 @@
 """How the power cap brings a call's SM clock down: NVML read every 50 ms while the call runs back
 to back for 1.5 s from idle (the timer's longer warm-up, measure/cuda_timer.py), and when each
-settling rule would have ended that warm-up (docs/measurement.md, "Power cap").
+settling rule would have ended that warm-up, and the power drawn as a share of the limit
+(docs/measurement.md, "Power cap").
 
     python docs/speed-check/cap_probe.py
 """
@@ -9,7 +10,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from pytest_gpuperf.measure.device import read_clocks
+from pytest_gpuperf.measure.device import power_share, read_clocks
 
 STEP_S, LENGTH_S, IDLE_S = 0.05, 1.5, 2.0
 
@@ -45,7 +46,7 @@ for name, fn in CASES.items():
     for repeat in range(2):
         fn(); torch.cuda.synchronize()
         time.sleep(IDLE_S)
-        readings, calls, start = [], 0, time.perf_counter()
+        readings, shares, calls, start = [], [], 0, time.perf_counter()
         next_read = start + STEP_S
         while time.perf_counter() - start < LENGTH_S:
             fn()
@@ -55,8 +56,10 @@ for name, fn in CASES.items():
             if time.perf_counter() >= next_read:
                 s = read_clocks(0)
                 readings.append((round(time.perf_counter() - start, 3), s.sm_clock_mhz, s.power_limited))
+                shares.append(power_share(0))
                 next_read += STEP_S
         torch.cuda.synchronize()
         rules = {f"{r}x{m}": settled_at(readings, r, m) for r in (3, 4) for m in (30, 45, 60, 90)}
         print(f"{name} #{repeat}: {calls} calls; clocks " + " ".join(f"{c}{'' if lim else '*'}" for _, c, lim in readings))
+        print("   power / limit: " + " ".join("-" if p is None else f"{p:.2f}" for p in shares))
         print("   settled at (reads x MHz): " + ", ".join(f"{k} {v}" for k, v in rules.items()))
