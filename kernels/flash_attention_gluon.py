@@ -1,0 +1,354 @@
+"""A Hopper (sm_90a) FlashAttention forward in Gluon, FlashAttention-3 style (issue 47, prototype).
+
+One program takes 2 * BLOCK_M query rows of one (batch, head) and runs three partitions
+(``gl.warp_specialize``):
+
+- a loader warp: Q of both consumers once, then K and V tiles by TMA into two NUM_STAGES-deep
+  shared-memory rings (K and V apart, so a K slot is free as soon as its S is computed), each slot
+  with a "ready" mbarrier (TMA bytes) and an "empty" one (one arrival per consumer);
+- two consumer warpgroups (the default partition and a 4-warp worker), each owning BLOCK_M rows:
+  S = Q K^T by an async ``warpgroup_mma`` from shared memory, the online softmax in registers with
+  exp2 (scores scaled by sm_scale*log2(e), one FMA each), P cast to the input dtype and kept in
+  registers as the A operand (``DotOperandLayout``) of O += P V.
+
+Within a consumer the loop is software pipelined as in FlashAttention-3: iteration j issues
+S_j = Q K_j^T and then O += P_{j-1} V_{j-1}, waits for S_j only (``warpgroup_mma_wait(1)``), runs the
+softmax of tile j in float32 (meant to overlap P_{j-1} V_{j-1}), waits for it, rescales O and casts
+P_j into the registers that MMA was reading. With ``PINGPONG`` the consumers take turns to issue
+their MMAs (an mbarrier each), so that one's softmax runs under the other's MMAs (FA3's inter-
+warpgroup ping-pong). In the sm_90a SASS (ptxas of CUDA 12.8) the wait for P V is scheduled ahead
+of the exponentials despite the PTX order, so the overlap within a warpgroup may not happen.
+
+Outputs: o, and the float32 log-sum-exp in base 2 (``m + log2(l)`` of the scaled scores), as
+``flash_attention_triton.attn_fwd_kernel`` stores it, so that its backward can be reused.
+
+Prototype limits (``supported``): an H100/H200 (capability 9.0), head dim 64 or 128, bf16/fp16,
+contiguous (B, H, N, D) inputs with N a multiple of ``ROWS_PER_PROGRAM`` (128); everything else is
+for the Triton kernel. The tensors are seen as (B*H*N, D) matrices by host-side TMA descriptors, so
+a tile never crosses a head.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kernels.flash_attention import LOG2E
+
+#: rows of one consumer warpgroup (a 64-row wgmma M tile: S and O stay within 64 registers each)
+BLOCK_M = 64
+CONSUMERS = 2
+ROWS_PER_PROGRAM = CONSUMERS * BLOCK_M
+#: per head dim: (BLOCK_N, NUM_STAGES). D128 holds 2 stages of K and V (128 KB) beside Q (32 KB);
+#: 3 would not fit in 227 KB of shared memory.
+CONFIGS = {64: (128, 3), 128: (128, 2)}
+#: registers per thread after setmaxnreg: consumers grow, the loader shrinks (FA3's split;
+#: 2*128*240 + 128*24 <= 64K registers of an SM)
+CONSUMER_REGS = 240
+LOADER_REGS = 24
+#: alternate the two consumers' MMA issues (FA3's inter-warpgroup ping-pong), so that one's softmax
+#: runs under the other's MMAs
+PINGPONG = True
+DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+
+
+# ----------------------------------------------------------------------------------------------
+# partitions
+# ----------------------------------------------------------------------------------------------
+@gluon.jit
+def _loader(q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks):
+    """Q of both consumers, then K_i and V_i for i < n_blocks through the rings."""
+    k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    NUM_STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    for c in gl.static_range(2):
+        mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_row + c * BLOCK_M, 0], q_bars.index(c), q_smem.index(c))
+    for i in range(n_blocks):
+        stage = i % NUM_STAGES
+        # a fresh mbarrier counts its (virtual) previous phase as complete: the first round passes
+        free_phase = ((i // NUM_STAGES) & 1) ^ 1
+        row = kv_row + i * BLOCK_N
+        mbarrier.wait(k_empty.index(stage), free_phase)
+        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [row, 0], k_ready.index(stage), k_smem.index(stage))
+        mbarrier.wait(v_empty.index(stage), free_phase)
+        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [row, 0], v_ready.index(stage), v_smem.index(stage))
+
+
+@gluon.jit
+def _softmax(s, m_i, l_i, qk_scale, q_pos, k_pos, MASK: gl.constexpr):
+    """Online softmax of one S tile: (P in float32, new max, new sum, alpha)."""
+    BLOCK_M: gl.constexpr = s.shape[0]
+    BLOCK_N: gl.constexpr = s.shape[1]
+    if MASK:
+        rows = q_pos + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s.type.layout))
+        cols = k_pos + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
+        s = gl.where(rows[:, None] >= cols[None, :], s * qk_scale, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, 1))  # finite: every row keeps key 0 or an earlier max
+        s = s - m_new[:, None]
+    else:
+        # the scale folded into the exponent: one FMA per score
+        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+        s = s * qk_scale - m_new[:, None]
+    p = gl.exp2(s)
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return p, m_new, l_i, alpha
+
+
+@gluon.jit
+def _take_turn(sched, k, PINGPONG: gl.constexpr):
+    """Ping-pong (FA3): before issuing its MMA group k, a consumer waits until the other one has issued
+    its group k (consumer 1) or k-1 (consumer 0, whose first wait passes: a fresh mbarrier's previous
+    phase counts as complete). ``sched``: (own barrier, the other's, 1 for consumer 0 else 0)."""
+    mine, other, phase0 = sched
+    if PINGPONG:
+        mbarrier.wait(mine, (k & 1) ^ phase0)
+
+
+@gluon.jit
+def _pass_turn(sched, PINGPONG: gl.constexpr):
+    mine, other, phase0 = sched
+    if PINGPONG:
+        mbarrier.arrive(other, count=1)
+
+
+@gluon.jit
+def _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, MASK: gl.constexpr, PINGPONG: gl.constexpr,
+          s_layout: gl.constexpr, o_layout: gl.constexpr):
+    """Key block j: S_j = Q K_j^T, then O += P_{j-1} V_{j-1} while the softmax of S_j runs."""
+    k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
+    BLOCK_M: gl.constexpr = q_smem.shape[0]
+    NUM_STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    stage = j % NUM_STAGES
+    prev = (j - 1) % NUM_STAGES
+    k_tile = k_smem.index(stage)
+    v_tile = v_smem.index(prev)
+    mbarrier.wait(k_ready.index(stage), (j // NUM_STAGES) & 1)
+    mbarrier.wait(v_ready.index(prev), ((j - 1) // NUM_STAGES) & 1)
+    _take_turn(sched, j, PINGPONG)
+    s = warpgroup_mma(q_smem, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                      use_acc=False, is_async=True)
+    o = warpgroup_mma(p, v_tile, o, is_async=True)
+    _pass_turn(sched, PINGPONG)
+    # groups complete in order: at most one outstanding means S_j is done, P V may still run
+    s = warpgroup_mma_wait(1, deps=(s, ))
+    mbarrier.arrive(k_empty.index(stage), count=1)
+    p_new, m_new, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, j * BLOCK_N, MASK)
+    # The exponentials (float32, in S's registers) go through the wait so that the PTX computes them
+    # while P V runs (ptxas may still hoist the wait: module doc); only the cast into P's registers,
+    # which that MMA still reads, must follow it.
+    o, p, p_new, l_i = warpgroup_mma_wait(0, deps=(o, p, p_new, l_i))
+    mbarrier.arrive(v_empty.index(prev), count=1)
+    o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    p_layout: gl.constexpr = p.type.layout
+    return o, gl.convert_layout(p_new.to(p.dtype), p_layout), m_new, l_i
+
+
+@gluon.jit
+def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale,
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+    """BLOCK_M query rows (global row q_row, position q_pos in the sequence) over n_blocks key blocks;
+    ``ring``: the K/V buffers and their barriers, ``sched``: the ping-pong barriers (_take_turn)."""
+    k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
+    BLOCK_M: gl.constexpr = q_smem.shape[0]
+    HEAD_DIM: gl.constexpr = q_smem.shape[1]
+    NUM_STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    dtype: gl.constexpr = q_smem.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_s)
+    l_i = gl.zeros([BLOCK_M], gl.float32, row_s)
+    o = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+
+    # key block 0 (masked when causal: it is the diagonal block of the first program)
+    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(k_ready.index(0), 0)
+    _take_turn(sched, 0, PINGPONG)
+    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                      use_acc=False, is_async=True)
+    _pass_turn(sched, PINGPONG)
+    s = warpgroup_mma_wait(0, deps=(s, ))
+    mbarrier.arrive(k_empty.index(0), count=1)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, 0, CAUSAL)
+    p = gl.convert_layout(p.to(dtype), p_layout)
+
+    # blocks left of the diagonal (all of them when not causal), then the diagonal block
+    if CAUSAL:
+        n_unmasked = n_blocks - 1
+    else:
+        n_unmasked = n_blocks
+    for j in range(1, n_unmasked):
+        o, p, m_i, l_i = _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, False, PINGPONG,
+                               s_layout, o_layout)
+    if CAUSAL:
+        if n_blocks > 1:
+            o, p, m_i, l_i = _step(n_blocks - 1, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, True,
+                                   PINGPONG, s_layout, o_layout)
+
+    last = (n_blocks - 1) % NUM_STAGES
+    v_tile = v_smem.index(last)
+    mbarrier.wait(v_ready.index(last), ((n_blocks - 1) // NUM_STAGES) & 1)
+    _take_turn(sched, n_blocks, PINGPONG)
+    o = warpgroup_mma(p, v_tile, o, is_async=True)
+    _pass_turn(sched, PINGPONG)
+    o, p = warpgroup_mma_wait(0, deps=(o, p))
+    mbarrier.arrive(v_empty.index(last), count=1)
+
+    lse = m_i + gl.log2(l_i)
+    gl.store(LSE + lse_row + gl.arange(0, BLOCK_M, layout=row_s), lse)
+    o = o / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+    # Q is no longer read: its buffer stages O for the TMA store
+    q_smem.store(o.to(dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_smem)
+    tma.store_wait(0)
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel
+# ----------------------------------------------------------------------------------------------
+@gluon.jit
+def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: gl.constexpr,
+                    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
+                    CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    gl.static_assert((2 * BLOCK_M) % BLOCK_N == 0)
+    pid_m = gl.program_id(0)
+    off_hz = gl.program_id(1)
+    if CAUSAL:
+        # the last query blocks have the most keys: start them first (less tail at the end)
+        pid_m = gl.num_programs(0) - 1 - pid_m
+    q_pos = pid_m * (2 * BLOCK_M)
+    kv_row = off_hz * N
+    q_row = kv_row + q_pos
+    if CAUSAL:
+        n_blocks = (q_pos + 2 * BLOCK_M) // BLOCK_N
+    else:
+        n_blocks = N // BLOCK_N
+
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape, v_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(2):
+        mbarrier.init(q_bars.index(c), count=1)
+        mbarrier.init(turns.index(c), count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer
+        mbarrier.init(v_empty.index(i), count=2)
+
+    lse_row = off_hz * N + q_pos
+    ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
+    # constexprs stay out of assigned tuples (an assignment turns them into tensors)
+    gl.warp_specialize([
+        (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE, q_row,
+                     q_pos, lse_row, n_blocks, qk_scale, CAUSAL, PINGPONG)),
+        (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(0), 0), o_desc, LSE,
+                     q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, CAUSAL, PINGPONG)),
+        (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
+    ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
+    for c in gl.static_range(2):
+        mbarrier.invalidate(q_bars.index(c))
+        mbarrier.invalidate(turns.index(c))
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.invalidate(k_ready.index(i))
+        mbarrier.invalidate(v_ready.index(i))
+        mbarrier.invalidate(k_empty.index(i))
+        mbarrier.invalidate(v_empty.index(i))
+
+
+# ----------------------------------------------------------------------------------------------
+# host
+# ----------------------------------------------------------------------------------------------
+def supported(q: torch.Tensor, causal: bool = False) -> bool:
+    """Whether ``forward`` takes this case (``causal`` either way); the rest is the Triton kernel's."""
+    if q.device.type != "cuda" or q.dim() != 4 or not q.is_contiguous():
+        return False
+    B, H, N, D = q.shape
+    return (torch.cuda.get_device_capability(q.device) == (9, 0) and D in CONFIGS and q.dtype in DTYPES
+            and N > 0 and N % ROWS_PER_PROGRAM == 0)
+
+
+def descriptors(q, k, v, o, head_dim: int):
+    """TMA descriptors of q, k, v, o seen as (B*H*N, D) matrices: Q/O tiles of BLOCK_M rows, K/V of
+    BLOCK_N."""
+    block_n = CONFIGS[head_dim][0]
+    dtype = DTYPES[q.dtype]
+
+    def desc(t, rows):
+        layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], dtype)
+        return TensorDescriptor.from_tensor(t.view(-1, head_dim), [rows, head_dim], layout)
+
+    return desc(q, BLOCK_M), desc(k, block_n), desc(v, block_n), desc(o, BLOCK_M)
+
+
+def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool | None = None):
+    """(o, lse) for contiguous q, k, v of shape (B, H, N, D) where ``supported``: lse float32
+    (B, H, N) in base 2, as the Triton forward's. ``pingpong`` (default ``PINGPONG``): alternate the two
+    consumers' MMAs."""
+    B, H, N, D = q.shape
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    pingpong = PINGPONG if pingpong is None else bool(pingpong)
+    o = torch.empty_like(q)
+    lse = torch.empty((B, H, N), device=q.device, dtype=torch.float32)
+    block_n, stages = CONFIGS[D]
+    grid = (N // ROWS_PER_PROGRAM, B * H)
+    attn_fwd_kernel[grid](*descriptors(q, k, v, o, D), lse, sm_scale * LOG2E, N, BLOCK_N=block_n,
+                          NUM_STAGES=stages, CAUSAL=bool(causal), PINGPONG=pingpong, CONSUMER_REGS=CONSUMER_REGS,
+                          LOADER_REGS=LOADER_REGS, num_warps=4)
+    return o, lse
+
+
+def compile_only(head_dim: int, causal: bool, dtype: torch.dtype = torch.bfloat16, pingpong: bool = PINGPONG,
+                 arch: int = 90):
+    """Compile the kernel for sm_``arch`` without a GPU (a CPU tensor stands in for the data):
+    Triton's CompiledKernel, whose ``asm`` holds the ttgir, ptx and cubin."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    n = 4 * ROWS_PER_PROGRAM
+    q = torch.empty((1, 1, n, head_dim), dtype=dtype)
+    descs = descriptors(q, q, q, q, head_dim)
+    block_n, stages = CONFIGS[head_dim]
+    names = ["q_desc", "k_desc", "v_desc", "o_desc", "LSE", "qk_scale", "N"]
+    signature = {name: mangle_type(d) for name, d in zip(names, descs)}
+    signature.update(LSE="*fp32", qk_scale="fp32", N="i32")
+    constexprs = dict(BLOCK_N=block_n, NUM_STAGES=stages, CAUSAL=bool(causal), PINGPONG=bool(pingpong),
+                      CONSUMER_REGS=CONSUMER_REGS,
+                      LOADER_REGS=LOADER_REGS)
+    signature.update({name: "constexpr" for name in constexprs})
+    src = GluonASTSource(attn_fwd_kernel, signature, constexprs=constexprs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(num_warps=4))
