@@ -34,8 +34,9 @@ def _cell(entry: Entry | None, *keys: str) -> str:
     if not entry:
         return "-"
     parts = []
+    stored = entry.to_dict()  # the file's keys
     for key in keys:
-        v = getattr(entry, key)
+        v = stored.get(key)
         parts.append("-" if v is None else f"{v:.3f}" if key == "median_ms" else f"{v:,.0f}")
     return " / ".join(parts)
 

@@ -97,7 +97,7 @@ class Side:
     def offsets(self) -> list[float]:
         """ms per call each round's graph-timed tests read above the side's typical round
         (`core.noise.process_offsets`)."""
-        return process_offsets([{i: r.median_ms for i, r in measured.items() if _graph_timed(r)}
+        return process_offsets([{i: r.stats.median_ms for i, r in measured.items() if _graph_timed(r)}
                                 for measured in self.rounds])
 
     def measured(self) -> collections.Counter:
@@ -126,8 +126,8 @@ def _less(record: Result, offset_ms: float) -> Result:
     """The record with its median less a process offset (unchanged where that would leave nothing).
     Where the process replayed graphs slower than the side's other rounds, the offset holds what that
     cost, so the record no longer claims it (slow_replay_us) and the verdict does not excuse it again."""
-    median = record.median_ms - offset_ms
-    return replace(record, median_ms=median, slow_replay_us=None) if median > 0 else record
+    median = record.stats.median_ms - offset_ms
+    return replace(record, stats=replace(record.stats, median_ms=median), slow_replay_us=None) if median > 0 else record
 
 
 def git(args: Sequence[str], cwd: Path) -> str:
@@ -233,7 +233,7 @@ class AbRun:
             what = "collected no tests" if status == PYTEST_NO_TESTS else f"exited with status {status}"
             raise AbError(f"{side.label} ({side.revision}): pytest {what}: {' | '.join(tail) or 'no output'}")
         side.device, side.software, records = load_recording(json_path)
-        side.rounds.append({r.id.nodeid: r for r in records if r.median_ms})
+        side.rounds.append({r.id.nodeid: r for r in records if r.stats.median_ms})
         failed = failed_count(log) if status == 1 else 0
         side.failed = max(side.failed, failed)
         if failed:
@@ -256,11 +256,12 @@ def combined(records: list[Result]) -> Result:
     in `history` and their center as the median, every round's throttle reasons, their middle
     SM clock (the verdict weighs a thermal slowdown by it) and their middle slow-replay reading
     (a round in a fresh process counting 0), which stand for the side as its median does."""
-    history = [r.median_ms for r in records]
+    history = [r.stats.median_ms for r in records]
     clocks = [r.sm_clock_mhz for r in records if isinstance(r.sm_clock_mhz, int)]
     slowed = [as_number(r.slow_replay_us) or 0.0 for r in records]
     counted = merge_all([counters_of(r) for r in records])  # only the rounds that counted carry them
-    return replace(records[-1], history=history, median_ms=center(history),
+    last = records[-1]
+    return replace(last, history=history, stats=replace(last.stats, median_ms=center(history)),
                    throttle=sorted({t for r in records for t in throttle_reasons(r)}),
                    sm_clock_mhz=statistics.median_high(clocks) if clocks else None,
                    slow_replay_us=statistics.median_high(slowed) or None,

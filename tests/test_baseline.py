@@ -20,7 +20,7 @@ import yaml
 from pytest_gpuperf.core.files import LOCK_DIR
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import baseline as bl
-from pytest_gpuperf.core.records import UNBOUNDED, Entry, Result
+from pytest_gpuperf.core.records import UNBOUNDED, Entry, Result, Statistics
 from pytest_gpuperf.store.baseline import Baseline, BaselineError
 
 DEVICE = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132,
@@ -54,7 +54,7 @@ def test_entry_from_result_keeps_only_entry_keys():
               "peak_memory_bytes", "method", "cache", "sm_clock_mhz"):
         assert k in bl.ENTRY_KEYS and k in e.to_dict()
     assert not {"data", "verdict", "baseline", "nodeid"} & set(e.to_dict())
-    assert e.ci_ms.to_list() == [0.4975, 0.5025] and isinstance(e.samples, int)
+    assert e.stats.ci_ms.to_list() == [0.4975, 0.5025] and isinstance(e.stats.samples, int)
     assert e.tflops is None
 
 
@@ -115,9 +115,9 @@ def test_merge_keeps_unrun_entries_and_replaces_run_ones(tmp_path):
     bl.save(path, dict(DEVICE, peaks={"copy_gbps": 3100.0}), new_software, entries("t::b", "t::c", median_ms=2.0))
     b = bl.load(path, DEVICE["key"])
     assert sorted(b.entries) == ["t::a", "t::b", "t::c"]
-    assert b.entries["t::a"].median_ms == 1.0 and b.entries["t::a"].history == [1.0]  # not run: kept
+    assert b.entries["t::a"].stats.median_ms == 1.0 and b.entries["t::a"].history == [1.0]  # not run: kept
     assert b.entries["t::b"].history == [1.0, 2.0]  # run: its median joins the history
-    assert b.entries["t::b"].median_ms == pytest.approx(2 ** 0.5, rel=1e-5)  # whose center it moves to
+    assert b.entries["t::b"].stats.median_ms == pytest.approx(2 ** 0.5, rel=1e-5)  # whose center it moves to
     assert b.entries["t::c"].history == [2.0]
     assert b.software["torch"] == "2.12.0" and b.device["peaks"] == {"copy_gbps": 3100.0}
 
@@ -129,18 +129,18 @@ def test_an_entry_re_recorded_with_another_timing_version_starts_a_new_history_a
     bl.save(path, DEVICE, SOFTWARE, {"t::a": replace(entries("t::a", median_ms=1.1)["t::a"], drift=0.05)})  # timing 1
     bl.save(path, DEVICE, SOFTWARE, {"t::a": replace(entries("t::a")["t::a"], timing=2)})
     entry = bl.load(path, DEVICE["key"]).entries["t::a"]
-    assert entry.drift == 0.05 and entry.history == [1.0] and entry.median_ms == 1.0
+    assert entry.drift == 0.05 and entry.history == [1.0] and entry.stats.median_ms == 1.0
 
 
 def test_combine_keeps_timing_versions_apart_but_keeps_their_drift():
     old = replace(entries("t::a", median_ms=1.10)["t::a"], method="events", cache="cold", drift=0.05)  # timing 1
     new = replace(entries("t::a", median_ms=1.00)["t::a"], method="events", cache="cold", timing=2)
     out, notes = bl.combine([("a", {"t::a": old}), ("b", {"t::a": new})])
-    assert out["t::a"].median_ms == pytest.approx(1.00)  # the 10% is the change of method, not drift
+    assert out["t::a"].stats.median_ms == pytest.approx(1.00)  # the 10% is the change of method, not drift
     assert out["t::a"].drift == 0.05 and "older timing version" in notes[-1]
     host = replace(old, method="cpu"), replace(new, method="cpu")  # host clocks: versions change nothing
     out, _ = bl.combine([("a", {"t::a": host[0]}), ("b", {"t::a": host[1]})])
-    assert out["t::a"].median_ms == pytest.approx(1.1 ** 0.5, rel=1e-5)
+    assert out["t::a"].stats.median_ms == pytest.approx(1.1 ** 0.5, rel=1e-5)
 
 
 @pytest.mark.parametrize("timing", ["fast", 0, -1, 2.5, True])  # an unset one (None) is version 1
@@ -180,7 +180,7 @@ def test_schema_example_from_design_loads(tmp_path):
         """))
     b = bl.load(path, "nvidia-h100-80gb-hbm3")
     assert b.recorded_at == "2026-11-23T10:00:00Z"  # YAML's timestamp type comes back as the same string
-    assert b.entries["perf_tests/test_elementwise.py::test_elu[triton-float32-16M]"].median_ms == 0.716
+    assert b.entries["perf_tests/test_elementwise.py::test_elu[triton-float32-16M]"].stats.median_ms == 0.716
 
 
 GOOD_HEAD = "schema_version: 1\ndevice: {key: nvidia-h100-80gb-hbm3, name: H100}\nsoftware: {}\n"
@@ -235,12 +235,13 @@ def test_str_subclasses_and_numpy_like_scalars_are_saved_as_plain_values(tmp_pat
             return self.v
 
     path = tmp_path / "b.yaml"
-    r = replace(result("t::a", 0.5), median_ms=Scalar(0.5), samples=Scalar(7), gbps=float("inf"))
+    r = result("t::a", 0.5)
+    r = replace(r, stats=replace(r.stats, median_ms=Scalar(0.5), samples=Scalar(7)), gbps=float("inf"))
     e = bl.entry_from_result(r)
     bl.save(path, DEVICE, dict(SOFTWARE, torch=TorchVersion("2.13.0+cpu")), {"t::a": e})
     b = bl.load(path, DEVICE["key"])
     assert b.software["torch"] == "2.13.0+cpu" and type(b.software["torch"]) is str
-    assert b.entries["t::a"].median_ms == 0.5 and b.entries["t::a"].samples == 7
+    assert b.entries["t::a"].stats.median_ms == 0.5 and b.entries["t::a"].stats.samples == 7
     assert b.entries["t::a"].gbps is None  # non-finite numbers are stored as null
 
 
@@ -262,7 +263,7 @@ def test_save_rejects_a_bad_entry_and_keeps_the_file(tmp_path):
     bl.save(path, DEVICE, SOFTWARE, entries("t::a"))
     before = path.read_bytes()
     with pytest.raises(BaselineError, match="t::bad.*median_ms"):
-        bl.save(path, DEVICE, SOFTWARE, {"t::bad": Entry(float("nan"))})
+        bl.save(path, DEVICE, SOFTWARE, {"t::bad": Entry(Statistics(float("nan")))})
     assert path.read_bytes() == before
 
 
@@ -381,7 +382,7 @@ def test_concurrent_process_writers_lose_nothing(tmp_path):
     b = bl.load(path, DEVICE["key"])
     expected = {f"perf_tests/test_w.py::test_w[w{w}-{j}]" for w in range(8) for j in range(3)}
     assert set(b.entries) == expected | {"perf_tests/test_old.py::test_kept"}
-    assert b.entries["perf_tests/test_w.py::test_w[w7-2]"].median_ms == pytest.approx(8.2)
+    assert b.entries["perf_tests/test_w.py::test_w[w7-2]"].stats.median_ms == pytest.approx(8.2)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -411,10 +412,10 @@ def test_combine_keeps_each_recordings_median_in_the_history_and_moves_to_their_
     assert notes == []
     x, center = out["t::x"], (21.7e-3 * 24.7e-3) ** 0.5
     assert x.history == [21.7e-3, 24.7e-3] and x.drift is None
-    assert x.median_ms == pytest.approx(center, rel=1e-5)
-    assert x.ci_ms.to_list() == pytest.approx([center * 0.995, center * 1.005], rel=1e-5)  # moved with the median
+    assert x.stats.median_ms == pytest.approx(center, rel=1e-5)
+    assert x.stats.ci_ms.to_list() == pytest.approx([center * 0.995, center * 1.005], rel=1e-5)  # moved with the median
     assert x.gbps == pytest.approx(1500.0 * 24.7e-3 / center, rel=1e-5)  # rates move inversely
-    assert out["t::y"].history == [1.0] and out["t::z"].median_ms == 2.0
+    assert out["t::y"].history == [1.0] and out["t::z"].stats.median_ms == 2.0
 
 
 def test_combine_and_save_keep_each_recordings_peak_memory_in_a_window(tmp_path):
@@ -473,14 +474,14 @@ def test_combine_keeps_the_larger_drift_already_learned():
 
 def test_combine_keeps_the_newest_entry_where_the_test_really_changed():
     out, notes = bl.combine([("a", {"t::x": result("t::x", 0.46)}), ("b", {"t::x": result("t::x", 0.02)})])
-    assert out["t::x"].median_ms == 0.02 and out["t::x"].drift is None
+    assert out["t::x"].stats.median_ms == 0.02 and out["t::x"].drift is None
     assert len(notes) == 1 and "t::x" in notes[0] and "kept b's entry" in notes[0]
     # the cap is on the range: x2.2 between two leases is not combined, though each is 38% from the middle
     out, notes = bl.combine([("a", {"t::x": result("t::x", 1.0)}), ("b", {"t::x": result("t::x", 2.2)})])
-    assert out["t::x"].median_ms == 2.2 and out["t::x"].drift is None and "120%" in notes[0]
+    assert out["t::x"].stats.median_ms == 2.2 and out["t::x"].drift is None and "120%" in notes[0]
     out, notes = bl.combine([("a", {"t::x": result("t::x", 1.0)}), ("b", {"t::x": result("t::x", 1.3)})],
                             max_drift=0.25)
-    assert out["t::x"].median_ms == 1.3 and out["t::x"].drift is None and "30%" in notes[0]
+    assert out["t::x"].stats.median_ms == 1.3 and out["t::x"].drift is None and "30%" in notes[0]
 
 
 def test_combine_only_combines_recordings_of_the_method_most_of_them_used():
@@ -488,7 +489,7 @@ def test_combine_only_combines_recordings_of_the_method_most_of_them_used():
     b = {"t::x": result("t::x", 1.1, method="graph")}
     c = {"t::x": result("t::x", 1.12, method="graph")}
     out, notes = bl.combine([("a", a), ("b", b), ("c", c)])
-    assert out["t::x"].method == "graph" and out["t::x"].median_ms == pytest.approx(1.11, rel=1e-3)
+    assert out["t::x"].method == "graph" and out["t::x"].stats.median_ms == pytest.approx(1.11, rel=1e-3)
     assert out["t::x"].history == [1.1, 1.12]
     assert "measured events/cold (method/cache) in some recordings and graph/cold in most" in notes[0]
     # two of three measured with events: the newer graph recording is left out, a gate run prefers events
@@ -510,14 +511,14 @@ def test_combine_only_combines_recordings_of_the_method_most_of_them_used():
 
 def test_combine_never_mixes_cold_and_warm_cache_recordings():
     out, notes = bl.combine([("a", {"t::x": result("t::x", 1.05)}), ("b", {"t::x": result("t::x", 1.2, cache="warm")})])
-    assert out["t::x"].median_ms == 1.2 and out["t::x"].cache == "warm" and out["t::x"].drift is None
+    assert out["t::x"].stats.median_ms == 1.2 and out["t::x"].cache == "warm" and out["t::x"].drift is None
     assert "events/cold" in notes[0]
 
 
 def test_combine_leaves_out_records_that_are_not_valid_entries():
-    a = {"t::x": result("t::x", 0.0), "t::y": Entry(None)}
+    a = {"t::x": result("t::x", 0.0), "t::y": Entry(Statistics(None))}
     out, notes = bl.combine([("a", a), ("b", {"t::x": result("t::x", 1.0)})])
-    assert out["t::x"].median_ms == 1.0 and "t::y" not in out
+    assert out["t::x"].stats.median_ms == 1.0 and "t::y" not in out
     assert any("t::x: left out of a" in n for n in notes) and any("t::y: left out of a" in n for n in notes)
 
 
@@ -643,7 +644,7 @@ def test_a_schema_2_file_without_entries_is_refused(tmp_path):
 def test_an_entry_saved_without_how_it_was_measured_is_refused(tmp_path):
     path = tmp_path / "b.yaml"
     with pytest.raises(BaselineError, match="cannot save entry 't::a': has no method, cache, which every entry holds"):
-        bl.save(path, DEVICE, SOFTWARE, {"t::a": Entry(1.0)})
+        bl.save(path, DEVICE, SOFTWARE, {"t::a": Entry(Statistics(1.0))})
     assert not path.exists()
 
 
@@ -671,14 +672,14 @@ def test_a_one_sample_measurement_is_saved_with_no_interval(tmp_path):
     the run's own one-sample result is."""
     path = tmp_path / "b.yaml"
     one = result("t::a", 300.0, ci_ms=(-float("inf"), float("inf")), samples=1, noise=0.0, stddev_ms=0.0)
-    assert one.ci_ms is UNBOUNDED or one.ci_ms == UNBOUNDED
+    assert one.stats.ci_ms is UNBOUNDED or one.stats.ci_ms == UNBOUNDED
     bl.save(path, DEVICE, SOFTWARE, {"t::a": bl.entry_from_result(one)})
     stored = yaml.safe_load(path.read_text())["entries"]["t::a"]
     assert stored["ci_ms"] is None and stored["samples"] == 1
     entry = bl.load(path, DEVICE["key"]).entries["t::a"]
-    assert entry.ci_ms == UNBOUNDED and not entry.ci_ms.bounded and entry.samples == 1 and entry.median_ms == 300.0
+    assert entry.stats == one.stats.stored() and not entry.stats.ci_ms.bounded  # as it was measured
     assert entry.to_dict()["ci_ms"] is None
     bl.save(path, DEVICE, SOFTWARE, {"t::a": bl.entry_from_result(one)})  # re-recorded: two medians, still no interval
     again = bl.load(path, DEVICE["key"]).entries["t::a"]
-    assert again.history == [300.0, 300.0] and again.ci_ms == UNBOUNDED
-    assert bl.entry_from_result(result("t::b", samples=7, ci_ms=None)).ci_ms is None  # no interval named: unknown
+    assert again.history == [300.0, 300.0] and again.stats.ci_ms == UNBOUNDED
+    assert bl.entry_from_result(result("t::b", samples=7, ci_ms=None)).stats.ci_ms is None  # no interval named: unknown

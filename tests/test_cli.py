@@ -14,7 +14,7 @@ import pytest
 from cli_run import run
 
 from pytest_gpuperf import cli
-from pytest_gpuperf.core.records import Entry
+from pytest_gpuperf.core.records import Entry, Statistics
 from pytest_gpuperf.store import baseline as bl
 from pytest_gpuperf.store import results as results_store
 
@@ -26,7 +26,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def entry(median_ms, mem=256 << 20) -> Entry:
-    return Entry(median_ms, noise=0.005, samples=200, gbps=268.0 / median_ms, pct_of_peak=8.9 / median_ms,
+    return Entry(Statistics(median_ms, noise=0.005, samples=200), gbps=268.0 / median_ms, pct_of_peak=8.9 / median_ms,
                  peak_memory_bytes=mem, method="events", cache="cold")
 
 
@@ -262,7 +262,8 @@ def test_merge_and_compare_keep_timing_versions_apart(files, capsys, tmp_path):
     assert code == 0, err
     assert "note: 3 tests (e.g. " in text and "also recorded with an older timing version" in text
     merged = bl.load(out)
-    assert merged.entries[IDS[1]].median_ms == pytest.approx(0.0985) and merged.entries[IDS[1]].history == [0.0985]
+    kept = merged.entries[IDS[1]]
+    assert kept.stats.median_ms == pytest.approx(0.0985) and kept.history == [0.0985]
     code, text, err = run(["compare", str(files["old"]), str(later)], capsys)
     assert "3 tests were timed with different timing versions" in err and "version 1 in" in err
 
@@ -286,7 +287,7 @@ def test_compare_says_when_its_sides_were_timed_with_different_methods(files, ca
 
 
 def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, tmp_path):
-    results = [replace(r, median_ms=r.median_ms * 1.02, history=None)  # a run's result: one median of its own
+    results = [replace(r, stats=r.stats.scaled(1.02), history=None)  # a run's result: one median of its own
                for r in results_store.results_from_baseline(bl.load(files["old"]))]
     js = tmp_path / "run.json"
     results_store.write_json(js, results, DEVICE, SOFTWARE, "2026-11-23T12:00:00")

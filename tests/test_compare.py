@@ -484,7 +484,7 @@ def test_a_one_sample_side_is_compared_with_an_unknown_sampling_error():
     base = rec(300.0, noise=0.002, samples=40, ci=(299.0, 301.0), history=[300.0, 300.5, 299.8])
     for ci in ([-math.inf, math.inf], [None, None], None):
         now = result(rec(320.0, noise=0.0, samples=1, ci_ms=ci))
-        assert now.ci_ms == UNBOUNDED and compare.relative_halfwidth(now) == math.inf
+        assert now.stats.ci_ms == UNBOUNDED and compare.relative_halfwidth(now) == math.inf
         v = judge(base, now, 0.05)
         assert v.time == "unsure" and v.noise_bound == math.inf and compare.is_suspect(v)
         assert "this run timed the call once" in v.message and "--gpuperf-budget" in v.message
@@ -492,4 +492,4 @@ def test_a_one_sample_side_is_compared_with_an_unknown_sampling_error():
     v = judge(stored_once, rec(300.3, ci=(300.0, 300.6)), 0.05)
     assert v.time == "unsure" and "the baseline timed the call once" in v.message and not compare.is_suspect(v)
     assert judge(dict(stored_once, history=[300.0, 300.2]), rec(300.3, ci=(300.0, 300.6)), 0.05).time == "same"
-    assert result(rec(1.0, samples=7)).ci_ms is None  # no interval named: the noise stands in for it
+    assert result(rec(1.0, samples=7)).stats.ci_ms is None  # no interval named: the noise stands in for it

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pytest_gpuperf.core.counters import Counters, judge_counters, summed
-from pytest_gpuperf.core.records import Entry, Identity, Result
+from pytest_gpuperf.core.records import Entry, Identity, Result, Statistics
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.core.verdict import is_regression
 from typed import judge, result
@@ -210,18 +210,18 @@ def test_counters_round_trip_as_whole_numbers_and_bad_ones_are_named() -> None:
 
 
 def test_a_recording_extends_the_counters_history_until_the_code_changes() -> None:
-    one, same, changed = (Entry(1.0, counters={"instructions": [n]}) for n in (1000, 1000, 1500))
+    one, same, changed = (Entry(Statistics(1.0), counters={"instructions": [n]}) for n in (1000, 1000, 1500))
     assert baseline_mod.merged_counters([one, same]).to_dict() == {"instructions": [1000, 1000]}
     assert baseline_mod.merged_counters([one, same, changed]).to_dict() == {"instructions": [1500]}  # starts anew
-    assert baseline_mod.merged_counters([one, Entry(1.0)]).to_dict() == {"instructions": [1000]}  # kept
-    many = [Entry(1.0, counters={"instructions": [1000]})] * 15
+    assert baseline_mod.merged_counters([one, Entry(Statistics(1.0))]).to_dict() == {"instructions": [1000]}  # kept
+    many = [Entry(Statistics(1.0), counters={"instructions": [1000]})] * 15
     assert len(baseline_mod.merged_counters(many).values["instructions"]) == 10  # the history window
 
 
 def test_saving_keeps_and_extends_counters_and_a_bad_entry_names_file_and_test(tmp_path: Path) -> None:
     device = {"key": "cpu-test", "name": "test"}
     path = tmp_path / "cpu-test.yaml"
-    timed = Entry(1.0, method="events", cache="cold", timing=TIMING_VERSION)
+    timed = Entry(Statistics(1.0), method="events", cache="cold", timing=TIMING_VERSION)
     baseline_mod.save(path, device, {}, {"t.py::a": replace(timed, counters={"instructions": [7]})})
     baseline_mod.save(path, device, {}, {"t.py::a": timed})  # a timing-only recording
     baseline_mod.save(path, device, {}, {"t.py::a": replace(timed, counters={"instructions": [7]})})
@@ -329,11 +329,11 @@ def test_a_roofline_per_group_places_each_result_by_its_measured_intensity(tmp_p
 
     counted = {"dram_read_bytes": [1e9], "dram_write_bytes": [1e9]}
     results = [
-        Result(Identity("t.py::test_mm[triton-4096]", "test_mm", "triton-4096", "test_mm"), 3.3, flops=2e12, tflops=600.0,
-               counters=counted),
-        Result(Identity("t.py::test_mm[cublas-4096]", "test_mm", "cublas-4096", "test_mm"), 3.1, flops=2e12, tflops=650.0,
-               counters=counted),
-        Result(Identity.of_nodeid("t.py::test_copy[x]"), 1.0),  # no counters
+        Result(Identity("t.py::test_mm[triton-4096]", "test_mm", "triton-4096", "test_mm"), Statistics(3.3),
+               flops=2e12, tflops=600.0, counters=counted),
+        Result(Identity("t.py::test_mm[cublas-4096]", "test_mm", "cublas-4096", "test_mm"), Statistics(3.1),
+               flops=2e12, tflops=650.0, counters=counted),
+        Result(Identity.of_nodeid("t.py::test_copy[x]"), Statistics(1.0)),  # no counters
     ]
     assert intensity(results[0]) == 1000.0 and intensity(results[2]) is None
     paths = write_rooflines(tmp_path, results, {"name": "GPU", "peaks": {"copy_gbps": 3000.0, "bf16_tflops": 740.0}})
@@ -350,9 +350,9 @@ def test_the_counting_process_runs_only_the_tests_that_use_gpu_benchmark(pyteste
 
 
 def test_merging_recordings_pools_their_counters() -> None:
-    timed = Entry(1.0, method="events", cache="cold", timing=TIMING_VERSION, counters={"instructions": [7]})
+    timed = Entry(Statistics(1.0), method="events", cache="cold", timing=TIMING_VERSION, counters={"instructions": [7]})
     first = {"t.py::a": timed}
-    second = {"t.py::a": replace(timed, median_ms=1.01)}
+    second = {"t.py::a": replace(timed, stats=Statistics(1.01))}
     merged, _ = baseline_mod.combine([("one", first), ("two", second)])
     assert merged["t.py::a"].counters == {"instructions": [7, 7]} and len(merged["t.py::a"].history) == 2
 
@@ -404,7 +404,8 @@ def test_the_counting_process_leaves_out_what_stops_it_or_picks_other_tests(tmp_
 def test_a_noisy_counter_extends_its_history_and_a_code_change_starts_it_anew() -> None:
     from pytest_gpuperf.core.counters import code_changed
 
-    noisy = [Entry(1.0, counters={"instructions": [n], "launches": [1]}) for n in (1_000_000, 1_006_000, 1_000_000)]
+    noisy = [Entry(Statistics(1.0), counters={"instructions": [n], "launches": [1]})
+             for n in (1_000_000, 1_006_000, 1_000_000)]
     history = baseline_mod.merged_counters(noisy)
     assert history.to_dict()["instructions"] == [1_000_000, 1_006_000, 1_000_000]
     assert judge_counters(history, _c(instructions=1_006_000, launches=1)).verdict == "same"  # learned

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from pytest_gpuperf import cli
-from pytest_gpuperf.core.records import Entry
+from pytest_gpuperf.core.records import Entry, Statistics
 from pytest_gpuperf.measure.device import describe, software_versions
 from pytest_gpuperf.measure.peaks import (CPU, CUDA, DISTURBED_NOISE, PeakReading, Peaks, cache_key,
                                           peak_problem, valid_peaks)
@@ -145,7 +145,7 @@ def test_merge_keeps_only_plausible_peaks(tmp_path, capsys) -> None:
 
     device = {"key": "nvidia-h100-80gb-hbm3", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0",
               "sm_count": 132, "memory_gib": 79.2, "peaks": {"copy_gbps": 0.5, "bf16_tflops": 738.0}}
-    entry = Entry(1.0, noise=0.01, samples=100, method="events", cache="cold")
+    entry = Entry(Statistics(1.0, noise=0.01, samples=100), method="events", cache="cold")
     src = tmp_path / "a" / "nvidia-h100-80gb-hbm3.yaml"
     bl.save(src, device, {"torch": "2.13.0"}, {"t::a": entry})
     out = tmp_path / "nvidia-h100-80gb-hbm3.yaml"
@@ -185,8 +185,9 @@ def test_a_result_faster_than_its_peak_sets_its_own_ceiling_and_tables_name_each
 
     assert of_peak(104.6) == (100.0, pytest.approx(0.046))
     assert of_peak(99.5) == (99.5, None)
-    assert raw_pct_of_peak(Entry(1.0, pct_of_peak=100.0, above_peak=0.046)) == pytest.approx(104.6)
-    assert raw_pct_of_peak(Entry(1.0, pct_of_peak=80.0)) == 80.0 and raw_pct_of_peak(Entry(1.0)) is None
+    assert raw_pct_of_peak(Entry(Statistics(1.0), pct_of_peak=100.0, above_peak=0.046)) == pytest.approx(104.6)
+    assert raw_pct_of_peak(Entry(Statistics(1.0), pct_of_peak=80.0)) == 80.0
+    assert raw_pct_of_peak(Entry(Statistics(1.0))) is None
     assert [peak_label(n) for n in ("copy_gbps", "copy_8192kib_gbps", "copy_64kib_gbps", "bf16_tflops", None)] == \
         ["copy", "copy 8 MiB", "copy 64 KiB", "bf16 mm", "-"]
     assert peak_label("bf16_tflops", 0.046) == "kernel"

@@ -119,11 +119,11 @@ def test_the_boundary_list_names_functions_that_exist() -> None:
 
 
 #: The plain record's keys, in order (`gpu_benchmark.stats`, pytest-xdist's user_properties): the
-#: identity's, the statistics', then the judgement's, only where judged.
-PLAIN_KEYS = ("nodeid name param group median_ms mean_ms min_ms max_ms stddev_ms q1_ms q3_ms noise ci_ms samples "
+#: identity's, the statistics' (the samples last), the result's own, then the judgement's, only where judged.
+PLAIN_KEYS = ("nodeid name param group median_ms mean_ms min_ms max_ms stddev_ms q1_ms q3_ms noise ci_ms samples data "
               "gbps tflops pct_of_peak bytes flops bound peak above_peak peak_memory_bytes method calls_per_sample "
               "cache timing node_gap_ms sm_clock_mhz throttle loaded slow_replay_us counters warnings wall_s "
-              "measured_s phases data remeasured first_call_s history threshold baseline").split()
+              "measured_s phases remeasured first_call_s history threshold baseline").split()
 JUDGED_KEYS = "verdict memory_verdict change memory_change noise_bound fixed_bound detects message counter_verdict regression".split()
 
 
@@ -135,7 +135,7 @@ def test_a_result_is_identity_statistics_and_judgement_and_its_plain_record_stay
              "ci_ms": [1.09, 1.11], "samples": 50, "noise": 0.01}
     r = Result.from_dict(plain)
     assert r.id == Identity("t.py::test_k[a]", "test_k", "a", "g") and r.judgement is None
-    assert r.ci_ms == Interval(1.09, 1.11) and r.judged.verdict is None
+    assert r.stats.ci_ms == Interval(1.09, 1.11) and r.judged.verdict is None
     assert list(r.to_dict()) == PLAIN_KEYS and r.to_dict()["ci_ms"] == [1.09, 1.11]
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.id.nodeid = "other"  # what was measured does not change
@@ -144,4 +144,5 @@ def test_a_result_is_identity_statistics_and_judgement_and_its_plain_record_stay
     assert list(r.to_dict()) == PLAIN_KEYS + JUDGED_KEYS
     assert Result.from_dict(r.to_dict()) == r
     once = Result.from_dict(dict(plain, ci_ms=[float("-inf"), float("inf")], samples=1))
-    assert once.ci_ms == UNBOUNDED and Result.from_dict(once.to_dict()).ci_ms == UNBOUNDED
+    assert once.stats.ci_ms == UNBOUNDED and Result.from_dict(once.to_dict()).stats.ci_ms == UNBOUNDED
+

@@ -9,15 +9,15 @@ import statistics
 
 import pytest
 
-from pytest_gpuperf.core.records import UNBOUNDED, Entry
+from pytest_gpuperf.core.records import UNBOUNDED, Entry, Statistics
 from pytest_gpuperf.measure.cuda_timer import graph_timed, launch_bound
-from pytest_gpuperf.measure.stats import Stats, ci_relative, summarize
+from pytest_gpuperf.measure.stats import ci_relative, summarize
 from pytest_gpuperf.measure.timer import TimingConfig, measure
 
 
 def test_summarize_order_statistics_and_robust_noise() -> None:
-    s = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert isinstance(s, Stats)
+    s = summarize([3.0, 1.0, 100.0, 2.0, 4.0])
+    assert isinstance(s, Statistics) and s.data == (3.0, 1.0, 100.0, 2.0, 4.0)  # the samples, in order
     assert (s.median_ms, s.min_ms, s.max_ms, s.samples) == (3.0, 1.0, 100.0, 5)
     assert s.noise == pytest.approx(1.4826 * 1.0 / 3.0)  # MAD ignores the outlier
     assert s.ci_ms.low <= s.median_ms <= s.ci_ms.high

@@ -20,7 +20,7 @@ entries = dict(stored.entries)
 for nodeid, counters in counted.items():
     if nodeid in entries:
         entry = entries[nodeid]
-        merged = baseline.merged_counters([entry, Entry(entry.median_ms, counters=counters)])
+        merged = baseline.merged_counters([entry, Entry(entry.stats, counters=counters)])
         entries[nodeid] = replace(entry, counters=merged.to_dict() if merged is not None else None)
 baseline.save(path, stored.device, stored.software, entries, keep_others=False)
 missing = sorted(set(entries) - set(counted))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 
@@ -50,6 +50,10 @@ class Phase(enum.Enum):
 def _json(position: int, **meta: Any) -> dict:
     """Field metadata: the key is written to pytest-benchmark's extra_info, at this position."""
     return {"json": position, **meta}
+
+
+#: Field metadata of a statistic a baseline entry stores.
+_IN_ENTRY = {"entry": True}
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,57 @@ UNBOUNDED = Interval(-math.inf, math.inf)
 
 
 @dataclass(frozen=True)
+class Statistics:
+    """A median and the spread of the samples behind it, in ms per call (torch.utils.benchmark's
+    Measurement, its raw times included): built from the samples by measure.stats.summarize, or read
+    back from a file's keys. `noise` is relative (1.4826 MAD / median); `ci_ms` the median's 95%
+    interval, UNBOUNDED for one sample, None where a file names none. A baseline entry keeps the
+    statistics marked stored (`stored`), in this order."""
+
+    median_ms: float = field(metadata=_IN_ENTRY)
+    mean_ms: float | None = field(default=None, metadata=_IN_ENTRY)
+    min_ms: float | None = field(default=None, metadata=_IN_ENTRY)
+    max_ms: float | None = None
+    stddev_ms: float | None = field(default=None, metadata=_IN_ENTRY)
+    q1_ms: float | None = None
+    q3_ms: float | None = None
+    noise: float | None = field(default=None, metadata=_json(7, **_IN_ENTRY))
+    ci_ms: Interval | None = field(default=None, metadata=_json(8, **_IN_ENTRY))
+    samples: int | None = field(default=None, metadata=_IN_ENTRY)
+    data: tuple[float, ...] = ()  # the samples, in the order taken
+
+    def stored(self) -> "Statistics":
+        """These statistics less those an entry does not store (the largest, the quartiles, the samples)."""
+        return Statistics(**{k: getattr(self, k) for k in STORED_STATISTICS})
+
+    def scaled(self, factor: float) -> "Statistics":
+        """The statistics of samples `factor` times these (the relative noise is unchanged)."""
+        times = {k: getattr(self, k) * factor for k in _TIME_STATISTICS if isinstance(getattr(self, k), (int, float))}
+        return replace(self, **times, data=tuple(x * factor for x in self.data),
+                       ci_ms=self.ci_ms.scaled(factor) if self.ci_ms is not None else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain record's keys: the interval as [low, high], the samples as a list."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["ci_ms"] = self.ci_ms.to_list() if self.ci_ms is not None else None
+        out["data"] = list(self.data)
+        return out
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any], keys: tuple[str, ...] | None = None) -> "Statistics":
+        """The statistics a plain record holds (of `keys` only, where given; others are ignored)."""
+        own = {f.name: record[f.name] for f in fields(cls) if f.name in record and (keys is None or f.name in keys)}
+        own["ci_ms"] = Interval.of(record.get("ci_ms"), record.get("samples"))
+        own["data"] = tuple(own["data"]) if isinstance(own.get("data"), (list, tuple)) else ()
+        return cls(**own)
+
+
+#: The statistics a baseline entry stores, in the YAML's order, and those that scale with the median.
+STORED_STATISTICS = tuple(f.name for f in fields(Statistics) if f.metadata.get("entry"))
+_TIME_STATISTICS = ("median_ms", "mean_ms", "min_ms", "max_ms", "stddev_ms", "q1_ms", "q3_ms")
+
+
+@dataclass(frozen=True)
 class Identity:
     """What was measured (as torch.utils.benchmark's TaskSpec): the test's node id, its function's name
     and parametrization id, and the report group it belongs to."""
@@ -136,6 +191,8 @@ class Judgement:
 
 
 NOT_JUDGED = Judgement()
+#: A result's parts that its plain record flattens.
+_PARTS = ("id", "stats", "judgement")
 #: The plain record's keys of each part of a result.
 IDENTITY_KEYS = tuple(f.name for f in fields(Identity))
 JUDGEMENT_KEYS = tuple(f.name for f in fields(Judgement))
@@ -143,22 +200,13 @@ JUDGEMENT_KEYS = tuple(f.name for f in fields(Judgement))
 
 @dataclass
 class Result:
-    """One test's measurement as the plugin records it: what was measured (`id`), its statistics (the
-    record's own fields), and the gate's judgement (`judgement`, None until judged). Its plain record
-    (`to_dict`, the keys of `gpu_benchmark.stats`) is flat: the identity's keys, the statistics', then
-    the judgement's."""
+    """One test's measurement as the plugin records it: what was measured (`id`), its statistics
+    (`stats`), how it was measured and what it reached (its own fields), and the gate's judgement
+    (`judgement`, None until judged). Its plain record (`to_dict`, the keys of `gpu_benchmark.stats`)
+    is flat: the identity's keys, the statistics', the result's own, then the judgement's."""
 
     id: Identity
-    median_ms: float
-    mean_ms: float | None = None
-    min_ms: float | None = None
-    max_ms: float | None = None
-    stddev_ms: float | None = None
-    q1_ms: float | None = None
-    q3_ms: float | None = None
-    noise: float | None = field(default=None, metadata=_json(7))
-    ci_ms: Interval | None = field(default=None, metadata=_json(8))
-    samples: int = 1
+    stats: Statistics
     gbps: float | None = field(default=None, metadata=_json(0))
     tflops: float | None = field(default=None, metadata=_json(1))
     pct_of_peak: float | None = field(default=None, metadata=_json(2))
@@ -182,7 +230,6 @@ class Result:
     wall_s: float = field(default=0.0, metadata=_json(26))
     measured_s: float = field(default=0.0, metadata=_json(27))
     phases: dict[str, float] | None = field(default=None, metadata=_json(37))  # Phase value -> wall seconds
-    data: list[float] = field(default_factory=list)  # the samples, ms per call
     # set once the gate has run
     remeasured: int = field(default=0, metadata=_json(24))
     first_call_s: float = field(default=0.0, metadata=_json(28))
@@ -203,13 +250,12 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         """The plain record (the judged keys only when a verdict was reached, an entry's stored keys only
         where set)."""
-        out: dict[str, Any] = asdict(self.id)
+        out: dict[str, Any] = {**asdict(self.id), **self.stats.to_dict()}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("id", "judgement") or (f.metadata.get("stored") and value is None):
+            if f.name in _PARTS or (f.metadata.get("stored") and value is None):
                 continue
             out[f.name] = value
-        out["ci_ms"] = self.ci_ms.to_list() if self.ci_ms is not None else None
         out["baseline"] = self.baseline.to_dict() if self.baseline is not None else None
         if self.judgement is not None:
             out.update(asdict(self.judgement))
@@ -219,12 +265,11 @@ class Result:
     def from_dict(cls, record: dict[str, Any]) -> "Result":
         """A Result from a plain record; unknown keys are ignored, missing ones take their defaults (a
         judgement only where the record holds a verdict)."""
-        own = {f.name: record[f.name] for f in fields(cls) if f.name in record and f.name not in ("id", "judgement")}
-        own["ci_ms"] = Interval.of(record.get("ci_ms"), record.get("samples"))
+        own = {f.name: record[f.name] for f in fields(cls) if f.name in record and f.name not in _PARTS}
         if isinstance(own.get("baseline"), dict):
             own["baseline"] = Entry.from_dict(own["baseline"])
         judged = record.get("verdict") is not None
-        return cls(id=Identity(**{k: record[k] for k in IDENTITY_KEYS}), **own,
+        return cls(Identity(**{k: record[k] for k in IDENTITY_KEYS}), Statistics.from_dict(record), **own,
                    judgement=Judgement(**{k: record[k] for k in JUDGEMENT_KEYS if k in record}) if judged else None)
 
     @classmethod
@@ -236,22 +281,17 @@ class Result:
 
 
 #: Keys of a result copied into pytest-benchmark's extra_info in the results JSON.
-JSON_EXTRA_KEYS = tuple(f.name for f in sorted((f for part in (Result, Judgement) for f in fields(part)
+JSON_EXTRA_KEYS = tuple(f.name for f in sorted((f for part in (Statistics, Result, Judgement) for f in fields(part)
                                                  if "json" in f.metadata), key=lambda f: f.metadata["json"]))
 
 
 @dataclass
 class Entry:
-    """One test's stored baseline entry: a subset of Result, plus the medians of its recent
-    recordings, from which the gate learns its run-to-run spread. Field order is the YAML's key order."""
+    """One test's stored baseline entry: a subset of Result (its stored statistics, `stats`), plus the
+    medians of its recent recordings, from which the gate learns its run-to-run spread. The YAML's
+    key order: the stored statistics', then the other fields'."""
 
-    median_ms: float
-    mean_ms: float | None = None
-    min_ms: float | None = None
-    stddev_ms: float | None = None
-    noise: float | None = None
-    ci_ms: Interval | None = None  # the median's 95% CI, so a comparison uses the measured interval
-    samples: int | None = None
+    stats: Statistics  # its stored statistics (Statistics.stored), the interval a comparison uses included
     gbps: float | None = None
     tflops: float | None = None
     pct_of_peak: float | None = None
@@ -276,8 +316,10 @@ class Entry:
     def to_dict(self) -> dict[str, Any]:
         """The YAML mapping: every field but an unset history, peak memory history, drift, peak, above_peak,
         slow_replay_us, counters, wall_s or loaded; an unbounded interval (one sample) is stored as null."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["ci_ms"] = self.ci_ms.to_list() if self.ci_ms is not None and self.ci_ms.bounded else None
+        stats = self.stats
+        out = {k: getattr(stats, k) for k in STORED_STATISTICS}
+        out["ci_ms"] = stats.ci_ms.to_list() if stats.ci_ms is not None and stats.ci_ms.bounded else None
+        out.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "stats")
         for optional in ("history", "peak_memory_history", "drift", "peak", "above_peak", "slow_replay_us", "counters",
                          "wall_s"):
             if out[optional] is None:
@@ -290,32 +332,36 @@ class Entry:
     def of(cls, record: "Result | Entry") -> "Entry":
         """The fields of a result (or another entry) that an entry holds, as they are (a result's group
         is its identity's)."""
-        values = {f.name: getattr(record, f.name) for f in fields(cls) if f.name != "group"}
-        return cls(**values, group=record.id.group if isinstance(record, Result) else record.group)
+        values = {f.name: getattr(record, f.name) for f in fields(cls) if f.name not in ("stats", "group")}
+        group = record.id.group if isinstance(record, Result) else record.group
+        return cls(record.stats.stored(), **values, group=group)
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "Entry":
         """An Entry from a stored mapping or a result record (other keys are ignored)."""
-        entry = cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
-        entry.ci_ms = Interval.of(record.get("ci_ms"), record.get("samples"))
-        return entry
+        return cls(Statistics.from_dict(record, STORED_STATISTICS),
+                   **{f.name: record[f.name] for f in fields(cls) if f.name in record and f.name != "stats"})
 
 
 #: What the gate compares (core.verdict): a result, or a stored entry.
 Measured = Result | Entry
 
 
-def _keys_typed(cls: type, *annotations: str) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls) if f.type in annotations)
+#: A stored entry's fields, in the YAML's order: its stored statistics', then its own.
+_ENTRY_FIELDS = tuple(f for f in fields(Statistics) if f.name in STORED_STATISTICS) + tuple(
+    f for f in fields(Entry) if f.name != "stats")
+
+
+def _keys_typed(*annotations: str) -> tuple[str, ...]:
+    return tuple(f.name for f in _ENTRY_FIELDS if f.type in annotations)
 
 
 #: Stored keys, in the YAML's order.
-ENTRY_KEYS = tuple(f.name for f in fields(Entry))
+ENTRY_KEYS = tuple(f.name for f in _ENTRY_FIELDS)
 #: Stored keys that hold a non-negative float (or null), and those that hold a whole number.
-ENTRY_FLOAT_KEYS = _keys_typed(Entry, "float", "float | None")
-ENTRY_INT_KEYS = _keys_typed(Entry, "int | None")
-#: Stored keys that scale with the median (times) and inversely with it (rates).
-ENTRY_TIME_KEYS = ("median_ms", "mean_ms", "min_ms", "stddev_ms")
+ENTRY_FLOAT_KEYS = _keys_typed("float", "float | None")
+ENTRY_INT_KEYS = _keys_typed("int | None")
+#: Stored keys that scale inversely with the median (rates).
 ENTRY_RATE_KEYS = ("gbps", "tflops")
 
 

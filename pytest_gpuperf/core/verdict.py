@@ -134,17 +134,18 @@ class Verdict:
 def relative_halfwidth(record: Measured) -> float:
     """Relative half-width of the 95% confidence interval of this record's median: infinite for a median
     of one sample (its interval is unbounded); from its noise where it names no interval."""
-    median = as_number(record.median_ms)
-    if median and record.ci_ms is not None:
-        return record.ci_ms.half_width / median
-    noise = as_number(record.noise) or 0.0
-    samples = as_number(record.samples) or 1.0
+    stats = record.stats
+    median = as_number(stats.median_ms)
+    if median and stats.ci_ms is not None:
+        return stats.ci_ms.half_width / median
+    noise = as_number(stats.noise) or 0.0
+    samples = as_number(stats.samples) or 1.0
     return Z * MEDIAN_SE_FACTOR * noise / math.sqrt(max(samples, 1.0))
 
 
 def medians(record: Measured) -> list[float]:
     """A side's medians, one per process: its `history` where it has one, else its median."""
-    return positive_numbers(record.history) or [float(record.median_ms)]
+    return positive_numbers(record.history) or [float(record.stats.median_ms)]
 
 
 def memory_peaks(record: Measured) -> list[int]:
@@ -227,14 +228,14 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
         return Verdict("missing", "missing", None, None, None, None, threshold, None,
                        "missing: neither a baseline entry nor a measurement")
     if base is None:
-        now_ms = as_number(now.median_ms)
+        now_ms = as_number(now.stats.median_ms)
         return Verdict("new", "new", None, None, None, now_ms, threshold, None,
                        f"new: {fmt_ms(now_ms)}, no baseline entry to compare with")
-    base_ms = as_number(base.median_ms)
+    base_ms = as_number(base.stats.median_ms)
     if now is None:
         return Verdict("missing", "missing", None, None, base_ms, None, threshold, None,
                        f"missing: baseline {fmt_ms(base_ms)}, not measured in this run")
-    now_ms = as_number(now.median_ms)
+    now_ms = as_number(now.stats.median_ms)
     if not base_ms or base_ms <= 0 or not now_ms or now_ms <= 0:
         memory, memory_change, mem_text = _judge_memory(base, now, threshold)
         work = judge_record_counters(base, now)
@@ -295,7 +296,7 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
         parts.append(f"a {', '.join(slowed)} slowdown held this run's clocks down and not the baseline's, and "
                      "the lower clock explains the change, so it is not judged slower: run it again on a cooler GPU")
     once = [side for side, r in (("the baseline", base), ("this run", now)) if len(medians(r)) == 1
-            and r.ci_ms is not None and not r.ci_ms.bounded]
+            and r.stats.ci_ms is not None and not r.stats.ci_ms.bounded]
     if once:
         parts.append(f"{' and '.join(once)} timed the call once (it outlasts the sampling budget), so "
                      f"{'their medians have' if len(once) > 1 else 'its median has'} no interval and time cannot "
@@ -310,7 +311,7 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
                      f"{'slower' if replay_ms > 0 else 'faster'}: see docs/measurement.md, \"Replay state\"")
     # One measurement's samples: a record pooling several (A/B rounds) carries only the last one's.
     one_run = time in ("slower", "faster") and len(medians(now)) == 1
-    shift = level_shift(positive_numbers(now.data), Z) if one_run and isinstance(now, Result) else None
+    shift = level_shift(positive_numbers(now.stats.data), Z) if one_run else None  # an entry keeps no samples
     if shift is not None and shift * change > 0 and abs(shift) >= SHIFT_SHARE * abs(change):
         parts.append(f"this run's samples read {fmt_change(shift)} from their first quarter's median to their "
                      "last's: its speed changed while it was measured; run it again")
@@ -425,7 +426,7 @@ def remeasure_while_suspect(base: Measured | None, run: Callable[[], tuple[Resul
     best: tuple[Result, T] | None = None
     for attempt in range(retries + 1):
         record, payload = run()
-        if best is None or record.median_ms < best[0].median_ms:
+        if best is None or record.stats.median_ms < best[0].stats.median_ms:
             best = (record, payload)
         verdict = judge(base, best[0], threshold) if judging else None
         if verdict is None or not is_suspect(verdict):

@@ -4,26 +4,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
 
-from ..core.records import UNBOUNDED, Interval
+from ..core.records import UNBOUNDED, Interval, Statistics
 from ..core.spread import relative_mad
-
-
-@dataclass(frozen=True)
-class Stats:
-    """Order statistics of a sample set, in milliseconds; `noise` is relative (1.4826 MAD / median)."""
-
-    median_ms: float
-    mean_ms: float
-    min_ms: float
-    max_ms: float
-    stddev_ms: float
-    q1_ms: float
-    q3_ms: float
-    noise: float
-    ci_ms: Interval  # unbounded for one sample
-    samples: int
 
 
 #: Standard deviations of the other k - 1 batch medians by which the farthest one must lie from their
@@ -69,18 +52,20 @@ def _ci_half_width(median: float, data: list[float], batch_medians: list[float] 
     return max(median - lo, hi - median)
 
 
-def summarize(samples_ms: list[float], batch_medians: list[float] | None = None) -> Stats:
-    """Median, spread and a 95% CI of the median (see _ci_half_width)."""
+def summarize(samples_ms: list[float], batch_medians: list[float] | None = None) -> Statistics:
+    """The statistics of samples taken in this order: median, spread and a 95% CI of the median (see
+    _ci_half_width)."""
     data = sorted(samples_ms)
     n = len(data)
     median = statistics.median(data)
     half = _ci_half_width(median, data, batch_medians) if n > 1 else None
     q1, _, q3 = statistics.quantiles(data, n=4) if n > 1 else (median, median, median)
-    return Stats(
+    return Statistics(
         median_ms=median, mean_ms=statistics.fmean(data), min_ms=data[0], max_ms=data[-1],
         stddev_ms=statistics.stdev(data) if n > 1 else 0.0, q1_ms=q1, q3_ms=q3,
         noise=relative_mad(data, median), samples=n,
         ci_ms=Interval(median - half, median + half) if half is not None else UNBOUNDED,  # one sample: none
+        data=tuple(samples_ms),
     )
 
 

@@ -101,7 +101,7 @@ class GpuBenchmark:
             for phase, seconds in measurement.phases.items():
                 phases[phase] = phases.get(phase, 0.0) + seconds
             record = self._record(measurement, inputs, nbytes, flops)
-            first_medians.append(record.median_ms)
+            first_medians.append(record.stats.median_ms)
             return record, measurement
 
         result, measurement, verdict, attempt = verdict_mod.remeasure_while_suspect(
@@ -123,8 +123,7 @@ class GpuBenchmark:
         return marker_threshold(self._item, self._perf.settings.threshold)
 
     def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None) -> Result:
-        s = m.stats
-        seconds = s.median_ms / 1e3
+        seconds = m.median_ms / 1e3
         # plain ints: numpy scalars (np.prod(shape) * 4) can't cross to an xdist controller
         nbytes = None if nbytes is None else int(nbytes)
         flops = None if flops is None else int(flops)
@@ -153,16 +152,13 @@ class GpuBenchmark:
         name = getattr(item, "originalname", item.name)
         return Result(
             Identity(item.nodeid, name, item.callspec.id if hasattr(item, "callspec") else "", marker_group(item, name)),
-            median_ms=s.median_ms, mean_ms=s.mean_ms, min_ms=s.min_ms, max_ms=s.max_ms, stddev_ms=s.stddev_ms,
-            q1_ms=s.q1_ms, q3_ms=s.q3_ms, noise=s.noise, ci_ms=s.ci_ms, samples=s.samples,
-            gbps=gbps, tflops=tflops, pct_of_peak=pct, bytes=nbytes, flops=flops, bound=bound, peak=peak,
+            m.stats, gbps=gbps, tflops=tflops, pct_of_peak=pct, bytes=nbytes, flops=flops, bound=bound, peak=peak,
             above_peak=above,
             peak_memory_bytes=m.peak_memory_bytes, method=m.method, calls_per_sample=m.calls_per_sample,
             cache=m.cache, timing=TIMING_VERSION, node_gap_ms=m.node_gap_ms, sm_clock_mhz=m.sm_clock_mhz,
             throttle=m.throttle, loaded=m.loaded, slow_replay_us=m.slow_replay_us,
             counters=counters.to_dict() if counters is not None else None, warnings=warnings,
             wall_s=m.wall_s, measured_s=m.measured_s,
-            data=m.samples_ms,
         )
 
 

@@ -340,7 +340,7 @@ class GpuPerf:
 
         def save() -> None:
             entries = {r.id.nodeid: r for r, record in zip(results, records)
-                       if record.get("body_passed") and r.median_ms > 0}
+                       if record.get("body_passed") and r.stats.median_ms > 0}
             baseline_mod.save(self.baseline_path, device, sw, entries)
             self.saved = len(entries)
 

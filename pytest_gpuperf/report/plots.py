@@ -34,10 +34,10 @@ def _value(r: Measured | None, key: str, like: Result | None = None) -> float | 
     """r's value of key; for a baseline entry without it, derived from ``like`` (throughput ~ 1/time)."""
     if not r:
         return None
-    v = as_number(getattr(r, key))
+    v = as_number(r.stats.median_ms if key == "median_ms" else getattr(r, key))  # a statistic, or a rate
     if v is not None or like is None or key == "median_ms":
         return v
-    lv, lm, rm = as_number(getattr(like, key)), as_number(like.median_ms), as_number(r.median_ms)
+    lv, lm, rm = as_number(getattr(like, key)), as_number(like.stats.median_ms), as_number(r.stats.median_ms)
     if lv is None or not lm or not rm:
         return None
     return lv * lm / rm
@@ -116,16 +116,16 @@ def _plot_group(plt, group: str, rows: list[Result], base_entries: Mapping[str, 
             base = r.baseline if r.baseline is not None else base_entries.get(r.id.nodeid)
             bv = _value(base, key, like=r)
             text = _fmt_value(v, key)
-            if key != "median_ms" and as_number(r.median_ms):
-                text += f"  {fmt_ms(as_number(r.median_ms))}"
+            if key != "median_ms" and as_number(r.stats.median_ms):
+                text += f"  {fmt_ms(as_number(r.stats.median_ms))}"
             if bv is not None:
                 any_base = True
                 vmax = max(vmax, bv)
                 ax.plot([bv, bv], [y - bar_h * 0.48, y + bar_h * 0.48], color="black", linewidth=2.2,
                         solid_capstyle="butt", zorder=3)
                 change = as_number(r.judged.change)
-                if change is None and as_number(base.median_ms) and as_number(r.median_ms):
-                    change = r.median_ms / base.median_ms - 1.0
+                if change is None and as_number(base.stats.median_ms) and as_number(r.stats.median_ms):
+                    change = r.stats.median_ms / base.stats.median_ms - 1.0
                 if change is not None and (abs(change) >= 0.005 or verdict in _VERDICT_COLOR):
                     text += f"  {change * 100:+.1f}% time"
             if verdict in _VERDICT_COLOR:
@@ -252,13 +252,13 @@ def plot_files(out: Path, labeled: list[tuple[str, list[Result]]]) -> Path:
                 ax.barh(y, v, height=bar_h * 0.88, color=colors[fi])
                 vmax = max(vmax, v)
                 text = _fmt_value(v, key)
-                if key != "median_ms" and as_number(r.median_ms):
-                    text += f"  {fmt_ms(as_number(r.median_ms))}"
+                if key != "median_ms" and as_number(r.stats.median_ms):
+                    text += f"  {fmt_ms(as_number(r.stats.median_ms))}"
                 tcolor = "#222222"
                 if first is None:
                     first = r
-                elif as_number(first.median_ms) and as_number(r.median_ms):
-                    change = r.median_ms / first.median_ms - 1.0
+                elif as_number(first.stats.median_ms) and as_number(r.stats.median_ms):
+                    change = r.stats.median_ms / first.stats.median_ms - 1.0
                     if abs(change) >= 0.005:
                         text += f"  {fmt_change(change)} time vs {labeled[first_fi][0]}"
                     if abs(change) > DEFAULT_THRESHOLD:

@@ -313,9 +313,9 @@ def runs_text(r: Result) -> str:
 
 
 def cells_of(r: Result) -> list[str]:
-    noise = as_number(r.noise)
+    noise = as_number(r.stats.noise)
     return [
-        fmt_ms(as_number(r.median_ms)),
+        fmt_ms(as_number(r.stats.median_ms)),
         "-" if noise is None else f"{noise * 100:.1f}%",
         detects_text(as_number(r.judged.detects if r.judged.detects is not None else r.judged.noise_bound)),
         runs_text(r),

@@ -34,14 +34,14 @@ import datetime as _dt
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ..core import noise, records
-from ..core.records import Entry, Interval, Measured
+from ..core.records import Entry, Measured
 from ..core.counters import Counters, code_changed, counters_of
 from ..core.files import atomic_write_text, file_mode, lock_file
 from ..core.plain import plain
@@ -69,7 +69,6 @@ ENTRY_KEYS = records.ENTRY_KEYS
 LOCK_TIMEOUT_S = 120.0
 
 _FLOAT_KEYS = records.ENTRY_FLOAT_KEYS
-_TIME_KEYS = records.ENTRY_TIME_KEYS  # scale with the median
 _RATE_KEYS = records.ENTRY_RATE_KEYS  # scale with 1 / median
 _INT_KEYS = records.ENTRY_INT_KEYS
 _SIGNIFICANT_DIGITS = 6  # plenty for timings whose noise is >= 0.1%; keeps the YAML diff-friendly
@@ -127,18 +126,13 @@ def _timed(entry: Entry) -> Entry:
 
 
 def entry_from_result(result: Measured) -> Entry:
-    """The part of a result (or entry) that is stored in the baseline, as plain rounded values; one
-    that names no timing version was timed with version 1."""
-    as_is = Entry.of(result)
-    entry = _timed(Entry(**{f.name: _plain(getattr(as_is, f.name)) for f in fields(Entry) if f.name != "ci_ms"}))
+    """The part of a result (or entry) that is stored in the baseline, as plain rounded values (its YAML
+    mapping, read back); one that names no timing version was timed with version 1."""
+    stored = _plain(Entry.of(result).to_dict())
     for key in _INT_KEYS:
-        if _is_number(getattr(entry, key)):
-            setattr(entry, key, int(round(getattr(entry, key))))
-    ci = as_is.ci_ms
-    entry.ci_ms = Interval.of(_plain(ci.to_list()) if ci is not None else None, entry.samples)
-    if entry.loaded is False:  # stored only where it holds
-        entry.loaded = None
-    return entry
+        if _is_number(stored.get(key)):
+            stored[key] = int(round(stored[key]))
+    return _timed(Entry.from_dict(stored))
 
 
 def merged_counters(entries: list[Entry]) -> Counters | None:
@@ -163,19 +157,14 @@ def _with_counters(entry: Entry, recordings: list[Entry]) -> Entry:
 
 def _with_median(entry: Entry, median_ms: float) -> Entry:
     """A copy of `entry` moved to `median_ms`: times (and the CI) scale with it, rates inversely."""
-    f = median_ms / entry.median_ms
-    out = replace(entry)
-    for key in _TIME_KEYS:
-        if _is_number(getattr(out, key)):
-            setattr(out, key, getattr(out, key) * f)
+    f = median_ms / entry.stats.median_ms
+    out = replace(entry, stats=entry.stats.scaled(f))
     for key in _RATE_KEYS:
         if _is_number(getattr(out, key)):
             setattr(out, key, getattr(out, key) / f)
     raw_pct = records.raw_pct_of_peak(out)
     if raw_pct is not None:
         out.pct_of_peak, out.above_peak = records.of_peak(raw_pct / f)
-    if out.ci_ms is not None:
-        out.ci_ms = out.ci_ms.scaled(f)
     return entry_from_result(out)
 
 

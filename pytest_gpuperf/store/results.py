@@ -11,29 +11,29 @@ from typing import Any
 from ..core.counters import Counters
 from ..core.files import atomic_write_text
 from ..core.plain import plain
-from ..core.records import JSON_EXTRA_KEYS, Result, nodeid_name, nodeid_param, record_group
+from ..core.records import JSON_EXTRA_KEYS, Result, Statistics, nodeid_name, nodeid_param, record_group
 from ..core.spread import relative_mad
 from ..core.units import as_number, positive_numbers
 from .baseline import Baseline
 from .baseline import load as load_baseline
 
 
-def _stats_seconds(r: Result) -> dict:
+def _stats_seconds(s: Statistics, calls_per_sample: int | None) -> dict:
     """pytest-benchmark's "stats" block, in seconds."""
-    data_ms = positive_numbers(r.data)
+    data_ms = positive_numbers(s.data)
     stats: dict[str, Any] = {}
     if data_ms:
         try:
             from pytest_benchmark.stats import Stats
 
-            s = Stats()
+            pb = Stats()
             for x in data_ms:
-                s.update(x / 1e3)
-            stats = s.as_dict()
+                pb.update(x / 1e3)
+            stats = pb.as_dict()
         except Exception:
             stats = {}
-    median = (as_number(r.median_ms) or (statistics.median(data_ms) if data_ms else 0.0)) / 1e3
-    over = {"min": r.min_ms, "max": r.max_ms, "mean": r.mean_ms, "stddev": r.stddev_ms, "median": r.median_ms}
+    median = (as_number(s.median_ms) or (statistics.median(data_ms) if data_ms else 0.0)) / 1e3
+    over = {"min": s.min_ms, "max": s.max_ms, "mean": s.mean_ms, "stddev": s.stddev_ms, "median": s.median_ms}
     for k, v in over.items():
         if as_number(v) is not None:
             stats[k] = float(v) / 1e3
@@ -42,9 +42,9 @@ def _stats_seconds(r: Result) -> dict:
     stats.setdefault("min", median)
     stats.setdefault("max", median)
     stats.setdefault("stddev", 0.0)
-    rounds = int(as_number(r.samples) or len(data_ms) or 1)
+    rounds = int(as_number(s.samples) or len(data_ms) or 1)
     stats["rounds"] = rounds
-    q1, q3 = as_number(r.q1_ms), as_number(r.q3_ms)
+    q1, q3 = as_number(s.q1_ms), as_number(s.q3_ms)
     if q1 is not None and q3 is not None and "q1" not in stats:
         stats["q1"], stats["q3"], stats["iqr"] = q1 / 1e3, q3 / 1e3, (q3 - q1) / 1e3
         stats["ld15iqr"] = max(stats["min"], stats["q1"] - 1.5 * stats["iqr"])
@@ -52,7 +52,7 @@ def _stats_seconds(r: Result) -> dict:
         stats["iqr_outliers"] = stats["stddev_outliers"] = 0
         stats["outliers"] = "0;0"
     if "q1" not in stats:
-        sigma = (as_number(r.noise) or 0.0) * stats["median"]
+        sigma = (as_number(s.noise) or 0.0) * stats["median"]
         stats["q1"] = stats["median"] - 0.6745 * sigma
         stats["q3"] = stats["median"] + 0.6745 * sigma
         stats["iqr"] = stats["q3"] - stats["q1"]
@@ -69,7 +69,7 @@ def _stats_seconds(r: Result) -> dict:
     if data_ms:
         out["data"] = [x / 1e3 for x in data_ms]
     # each sample is already the time of one call (graph/batched samples are divided by the calls they hold)
-    out["iterations"] = int(as_number(r.calls_per_sample) or 1)
+    out["iterations"] = int(as_number(calls_per_sample) or 1)
     return out
 
 
@@ -124,7 +124,7 @@ def benchmark_json(results: list[Result], device: dict, software: dict, started_
         pb_version = "5.1.0"
     benches = []
     for r in results:
-        if as_number(r.median_ms) is None:
+        if as_number(r.stats.median_ms) is None:
             continue  # "missing" rows and the like have no measurement
         nodeid = r.id.nodeid or r.id.name or ""
         name = r.id.name or nodeid_name(nodeid)
@@ -133,12 +133,12 @@ def benchmark_json(results: list[Result], device: dict, software: dict, started_
         extra = {k: record[k] for k in JSON_EXTRA_KEYS if k in record}
         base = r.baseline
         if base is not None:
-            extra["baseline_median_ms"] = base.median_ms
+            extra["baseline_median_ms"] = base.stats.median_ms
             # the medians it was judged from: an entry's recordings, or the base side's A/B rounds
             extra["baseline_history"] = base.history
             if base.counters:
                 extra["baseline_counters"] = base.counters
-        extra["median_ms"] = r.median_ms
+        extra["median_ms"] = r.stats.median_ms
         extra["device"] = (device or {}).get("key")
         benches.append({
             "group": record_group(r),
@@ -150,12 +150,12 @@ def benchmark_json(results: list[Result], device: dict, software: dict, started_
             "options": {
                 "disable_gc": False,
                 "timer": f"gpuperf.{r.method or 'events'}",
-                "min_rounds": int(as_number(r.samples) or 1),
+                "min_rounds": int(as_number(r.stats.samples) or 1),
                 "max_time": None,
                 "min_time": None,
                 "warmup": True,
             },
-            "stats": _stats_seconds(r),
+            "stats": _stats_seconds(r.stats, r.calls_per_sample),
         })
     return plain({
         "machine_info": _machine_info(device, software),
