@@ -12,6 +12,7 @@ import collections.abc
 import dataclasses
 import importlib
 import inspect
+import json
 import pkgutil
 import types
 import typing
@@ -146,3 +147,53 @@ def test_a_result_is_identity_statistics_and_judgement_and_its_plain_record_stay
     once = Result.from_dict(dict(plain, ci_ms=[float("-inf"), float("inf")], samples=1))
     assert once.stats.ci_ms == UNBOUNDED and Result.from_dict(once.to_dict()).stats.ci_ms == UNBOUNDED
 
+
+def test_the_statistics_are_one_frozen_record_built_from_the_samples_and_shared_by_result_and_entry() -> None:
+    from pytest_gpuperf.core.records import (ENTRY_KEYS, STORED_STATISTICS, Entry, Identity, Interval, Result,
+                                             Statistics)
+    from pytest_gpuperf.measure.stats import summarize
+
+    stats = summarize([1.02, 0.98, 1.0, 1.01, 0.99, 1.0])
+    assert stats.data == (1.02, 0.98, 1.0, 1.01, 0.99, 1.0) and stats.samples == 6 and stats.ci_ms.bounded
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.median_ms = 0.5  # a measurement's statistics do not change; `scaled` makes new ones
+    statistic = {f.name for f in dataclasses.fields(Statistics)}
+    # no record keeps a statistic of its own beside them
+    assert not statistic & {f.name for part in (Result, Entry) for f in dataclasses.fields(part)}
+    r = Result(Identity.of_nodeid("t.py::test_k[a]"), stats, method="events", cache="cold", timing=1)
+    assert Result.from_dict(r.to_dict()) == r and r.to_dict()["data"] == list(stats.data)
+    entry = Entry.of(r)
+    # an entry keeps the stored statistics, first in the YAML and in their order
+    assert entry.stats == stats.stored() and entry.stats.data == () and entry.stats.max_ms is None
+    assert ENTRY_KEYS[:len(STORED_STATISTICS)] == STORED_STATISTICS == tuple(entry.to_dict())[:len(STORED_STATISTICS)]
+    assert Entry.from_dict(entry.to_dict()).stats == entry.stats == Entry.from_dict(r.to_dict()).stats
+    doubled = stats.scaled(2.0)
+    assert doubled.median_ms == 2 * stats.median_ms and doubled.ci_ms == stats.ci_ms.scaled(2.0)
+    assert doubled.noise == stats.noise and doubled.data == tuple(2 * x for x in stats.data)
+    assert Statistics.from_dict({"median_ms": 1.0, "data": "not samples"}).data == ()
+
+
+def test_one_sample_statistics_are_unbounded_and_survive_every_file(tmp_path) -> None:
+    """A call timed once: its interval is the explicit unbounded one (infinite ends) in the record, null
+    in the YAML beside samples 1, [null, null] in the JSON, and read back unbounded from each."""
+    from pytest_gpuperf.core.records import UNBOUNDED, Entry, Identity, Result
+    from pytest_gpuperf.core.verdict import relative_halfwidth
+    from pytest_gpuperf.measure.stats import summarize
+    from pytest_gpuperf.store import baseline, results
+
+    once = summarize([300.0])
+    assert (once.ci_ms, once.samples, once.data, once.stddev_ms) == (UNBOUNDED, 1, (300.0,), 0.0)
+    assert once.ci_ms.half_width == float("inf") and once.scaled(0.5).ci_ms == UNBOUNDED
+    r = Result(Identity.of_nodeid("t.py::test_long"), once, method="events", cache="cold", timing=1)
+    assert relative_halfwidth(r) == float("inf") and r.to_dict()["ci_ms"] == [float("-inf"), float("inf")]
+    assert Result.from_dict(r.to_dict()).stats == once
+    stored = Entry.of(r).to_dict()
+    assert stored["ci_ms"] is None and stored["samples"] == 1 and Entry.from_dict(stored).stats.ci_ms == UNBOUNDED
+    path = tmp_path / "k.yaml"
+    baseline.save(path, {"key": "k"}, {}, {r.id.nodeid: r})
+    assert baseline.load(path).entries[r.id.nodeid].stats == once.stored()
+    js = tmp_path / "r.json"
+    results.write_json(js, [r], {"key": "k"}, {}, "2026-01-01T00:00:00")
+    assert json.loads(js.read_text())["benchmarks"][0]["extra_info"]["ci_ms"] == [None, None]
+    (back,) = results.load_results(js)[1]
+    assert back.stats.ci_ms == UNBOUNDED and back.stats.samples == 1 and back.stats.data == (300.0,)
