@@ -9,7 +9,8 @@ Cost model (``cost``): flops 4*B*H*N^2*D forward (two matmuls per head), 2.5x th
 backward q, k, v, o, dO, the float32 log-sum-exp, dQ, dK, dV). Work an implementation repeats and
 its own temporaries are not counted.
 
-Implementations (``IMPLS``): ``triton`` (FlashAttention-2 style, ``flash_attention_triton.py``),
+Implementations (``IMPLS``): ``triton`` (FlashAttention-2 style, ``flash_attention_triton.py``; on
+sm_90 its forward is the warp-specialized Gluon kernel of ``flash_attention_gluon.py`` where that takes the case),
 ``torch_manual`` (materializes scores), SDPA with one backend forced (``torch_flash``,
 ``torch_cudnn``, ``torch_efficient``), ``compiled`` (``torch_manual`` compiled) and ``flex``.
 ``unavailable_reason`` says, before a call, why an impl cannot run a case here.
@@ -258,10 +259,26 @@ def _check_inputs(q, k, v):
         raise ValueError(f"q, k, v must all be float16 or bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}")
 
 
+def gluon_takes(q: torch.Tensor, causal: bool) -> bool:
+    """Does the Hopper Gluon forward (``flash_attention_gluon.py``) take this case? sm_90 only (its
+    module imports Gluon, so it is imported only there)."""
+    if INTERPRET or q.device.type != "cuda" or torch.cuda.get_device_capability(q.device) != (9, 0):
+        return False
+    from kernels import flash_attention_gluon
+
+    return flash_attention_gluon.supported(q, causal)
+
+
 def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None = None, config=None):
     """Launch the forward on contiguous q, k, v: returns (o, lse), lse in base 2, float32 (B, H, N).
 
-    ``config`` (dict of BLOCK_M, BLOCK_N, num_warps, num_stages) overrides ``fwd_config``."""
+    The Gluon kernel where it takes the case (``gluon_takes``), unless ``use_tma`` or ``config``
+    asks for the Triton kernel: ``config`` (dict of BLOCK_M, BLOCK_N, num_warps, num_stages)
+    overrides ``fwd_config``."""
+    if use_tma is None and not config and gluon_takes(q, causal):
+        from kernels import flash_attention_gluon
+
+        return flash_attention_gluon.forward(q, k, v, causal, sm_scale)
     from kernels import flash_attention_triton as fat
 
     B, H, N, D = q.shape

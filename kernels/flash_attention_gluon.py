@@ -58,8 +58,8 @@ CONFIGS = {64: (128, 3), 128: (128, 2)}
 CONSUMER_REGS = 240
 LOADER_REGS = 24
 #: alternate the two consumers' MMA issues (FA3's inter-warpgroup ping-pong), so that one's softmax
-#: runs under the other's MMAs
-PINGPONG = True
+#: runs under the other's MMAs: off, it ran slower in 3 of 4 cases (docs/kernels/flash_attention_gluon.md)
+PINGPONG = False
 DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 
