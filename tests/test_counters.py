@@ -357,6 +357,21 @@ def test_merging_recordings_pools_their_counters() -> None:
     assert merged["t.py::a"].counters == {"instructions": [7, 7]} and len(merged["t.py::a"].history) == 2
 
 
+def test_a_recording_whose_counters_say_the_code_changed_starts_the_time_history_anew() -> None:
+    """A faster kernel saved over a slower one's entry: its median is not pooled with the old
+    code's (which would set a center neither code runs at), and the merge says why."""
+    old = Entry(Statistics(1.14), method="events", cache="cold", timing=TIMING_VERSION,
+                history=[1.13, 1.14, 1.15], counters={"instructions": [1000, 1000]})
+    new = replace(old, stats=Statistics(0.90), history=None, counters={"instructions": [730]})
+    merged, notes = baseline_mod.combine([("baseline", {"t.py::a": old}), ("this run", {"t.py::a": new})])
+    entry = merged["t.py::a"]
+    assert entry.stats.median_ms == pytest.approx(0.90) and entry.history == [0.9]
+    assert entry.counters == {"instructions": [730]} and any("code changed" in n for n in notes)
+    same = replace(new, counters={"instructions": [1000]})  # the same code, measured faster: pooled
+    merged, _ = baseline_mod.combine([("baseline", {"t.py::a": old}), ("this run", {"t.py::a": same})])
+    assert len(merged["t.py::a"].history) == 4
+
+
 def test_the_summary_says_what_the_counters_decided_or_why_not() -> None:
     from pytest_gpuperf.report.rows import counters_line, summary_counts, verdict_text
 

@@ -135,16 +135,31 @@ def entry_from_result(result: Measured) -> Entry:
     return _timed(Entry.from_dict(stored))
 
 
-def merged_counters(entries: list[Entry]) -> Counters | None:
-    """The counters of several recordings of one test, oldest first, as one history. Where a
-    recording's counts say the code changed (core.counters.code_changed), its history starts there,
-    so the old code's counts never widen the new code's allowed spread; smaller moves extend it."""
-    out: Counters | None = None
-    for entry in entries:
+def since_code_change(entries: list[Entry]) -> list[Entry]:
+    """The recordings of one test (oldest first) from the last whose counters say the code changed
+    (core.counters.code_changed, against the counts merged since the change before): the old code's
+    medians and counts must not set the new code's center and allowed spread. Recordings without
+    counters cannot tell, and continue the history they are in."""
+    start, seen = 0, None
+    for i, entry in enumerate(entries):
         counters = counters_of(entry)
         if counters is None:
             continue
-        out = counters if out is None or code_changed(out, counters) else out.merged(counters)
+        if seen is not None and code_changed(seen, counters):
+            start, seen = i, counters
+        else:
+            seen = counters if seen is None else seen.merged(counters)
+    return entries[start:]
+
+
+def merged_counters(entries: list[Entry]) -> Counters | None:
+    """The counters of several recordings of one test, oldest first, as one history: those since
+    the code last changed (`since_code_change`); smaller moves extend the allowed spread."""
+    out: Counters | None = None
+    for entry in since_code_change(entries):
+        counters = counters_of(entry)
+        if counters is not None:
+            out = counters if out is None else out.merged(counters)
     return out
 
 
@@ -241,6 +256,9 @@ def combine(recordings: list[tuple[str, Mapping[str, Measured]]],
         same = [e for e in same_how if alike(e, newest)]
         if len(same) < len(same_how):
             older_versions.append(name)
+        if len(changed := since_code_change(same)) < len(same):
+            notes.append(f"{name}: the counters say the code changed: its history starts again")
+            same = changed
         history = noise.window([m for e in same for m in medians(e)])
         spread = max(history) / min(history) - 1.0
         if spread > max_drift:
