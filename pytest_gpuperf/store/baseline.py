@@ -241,6 +241,9 @@ def combine(recordings: list[tuple[str, Mapping[str, Measured]]],
                 recs.append((label, entry))
         if not recs:
             continue
+        if len(changed := since_code_change([e for _, e in recs])) < len(recs):
+            notes.append(f"{name}: the counters say the code changed: its history starts again")
+            recs = recs[len(recs) - len(changed):]
         # the way most recordings measured it (the newest way on a tie): a gate run prefers that method.
         # A stored entry of this gpuperf's timing counts once per median in its history, an outdated one once.
         counts = collections.Counter()
@@ -256,9 +259,6 @@ def combine(recordings: list[tuple[str, Mapping[str, Measured]]],
         same = [e for e in same_how if alike(e, newest)]
         if len(same) < len(same_how):
             older_versions.append(name)
-        if len(changed := since_code_change(same)) < len(same):
-            notes.append(f"{name}: the counters say the code changed: its history starts again")
-            same = changed
         history = noise.window([m for e in same for m in medians(e)])
         spread = max(history) / min(history) - 1.0
         if spread > max_drift:
