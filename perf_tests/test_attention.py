@@ -32,6 +32,9 @@ from conftest import HAS_CUDA, require
 from kernels import flash_attention as fa
 from pytest_gpuperf.measure.cuda_timer import allocator_bytes
 
+#: Shared memory one block may use on sm_90 (227 KB).
+HOPPER_SHARED_BYTES = 232448
+
 DTYPES = ["bfloat16", "float16"]
 SMALL = [(1, 2, 77, 64), (1, 2, 128, 64)]
 TARGET = (4, 16, 4096, 128)
@@ -308,3 +311,15 @@ def test_triton_launches(direction, gpu_profile):
         expected = {"split": 1, "two": 2}[fa.BWD_VARIANT]
         assert len(prof.find("attn_bwd_delta_kernel")) == 1, prof.kernels
         assert sum(k_.calls for k_ in prof.find(r"attn_bwd_kernel")) == expected, prof.kernels
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_gluon_forward_compiles_for_hopper(head_dim):
+    """The Hopper forward (kernels/flash_attention_gluon.py) compiles for sm_90a on any machine, its
+    rings within an SM's shared memory: a CPU catches an edit that breaks it."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kernels import flash_attention_gluon as fg
+
+    kernel = fg.compile_only(head_dim, causal=True)
+    assert kernel.asm["cubin"] and "wgmma" in kernel.asm["ptx"]
+    assert kernel.metadata.shared <= HOPPER_SHARED_BYTES
