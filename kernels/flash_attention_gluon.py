@@ -26,9 +26,15 @@ Prototype limits (``supported``): an H100/H200 (capability 9.0), head dim 64 or 
 contiguous (B, H, N, D) inputs with N a multiple of ``ROWS_PER_PROGRAM`` (128); everything else is
 for the Triton kernel. The tensors are seen as (B*H*N, D) matrices by host-side TMA descriptors, so
 a tile never crosses a head.
+
+``forward(..., tiles=Tiles(...))`` runs another launch configuration, for sweeps
+(docs/kernels/gluon_fwd_sweep.py): 2 or 3 consumers, 64 or 128 rows each, other key tiles, stages,
+ping-pong and register splits; N then needs only be a multiple of the key tile and of a consumer's
+rows (consumers of the last program past N store nothing).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -61,6 +67,61 @@ LOADER_REGS = 24
 #: runs under the other's MMAs: off, it ran slower in 3 of 4 cases (docs/kernels/flash_attention_gluon.md)
 PINGPONG = False
 DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+#: setmaxnreg takes multiples of 8 registers, and a thread has at most 256
+REG_STEP = 8
+MAX_REGS = 256
+SM_REGISTERS = 64 * 1024
+SM_SHARED_BYTES = 227 * 1024
+#: consumer warpgroups the kernel can run (2 or 3: FA3 runs three 64-row ones at head dim 64)
+CONSUMER_COUNTS = (2, 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiles:
+    """One launch configuration: ``block_m`` rows per consumer warpgroup (64, or 128 as two wgmma
+    M tiles), ``consumers`` warpgroups (``CONSUMER_COUNTS``), ``block_n`` keys per K/V tile,
+    ``stages`` ring slots, FA3 ping-pong, and the registers per thread that setmaxnreg gives each
+    consumer and the loader. ``forward`` without one runs ``default_tiles``."""
+    block_m: int
+    consumers: int
+    block_n: int
+    stages: int
+    pingpong: bool
+    consumer_regs: int
+    loader_regs: int
+
+    @property
+    def rows(self) -> int:
+        """Query rows of one program."""
+        return self.block_m * self.consumers
+
+    def problem(self, head_dim: int, element_bytes: int = 2) -> str | None:
+        """Why these tiles cannot run at ``head_dim`` (registers, shared memory, shapes), or None."""
+        if self.consumers not in CONSUMER_COUNTS or self.block_m not in (64, 128):
+            return f"consumers {self.consumers} not in {CONSUMER_COUNTS} or block_m {self.block_m} not 64/128"
+        if self.block_n % 16 or not 16 <= self.block_n <= 256 or self.stages < 2:
+            return f"block_n {self.block_n} not a multiple of 16 in 16..256, or fewer than 2 stages"
+        regs = (self.consumer_regs, self.loader_regs)
+        if any(r % REG_STEP or not 24 <= r <= MAX_REGS for r in regs):
+            return f"register counts {regs} not multiples of {REG_STEP} in 24..{MAX_REGS}"
+        # the loader's one warp holds a whole warpgroup's registers
+        if self.consumers * 128 * self.consumer_regs + 128 * self.loader_regs > SM_REGISTERS:
+            return f"{self.consumers} x 128 x {self.consumer_regs} + 128 x {self.loader_regs} registers > 64K"
+        smem = element_bytes * head_dim * (self.rows + 2 * self.stages * self.block_n)
+        if smem > SM_SHARED_BYTES:
+            return f"{smem} bytes of Q and K/V ring > {SM_SHARED_BYTES}"
+        return None
+
+    def takes(self, n: int) -> bool:
+        """Whether a sequence of ``n`` fits the tiles: whole K/V tiles and whole consumer tiles (the
+        last program's consumers past ``n`` compute and store nothing)."""
+        return n > 0 and n % self.block_n == 0 and n % self.block_m == 0
+
+
+def default_tiles(head_dim: int) -> Tiles:
+    """The tiles ``forward`` runs without ``tiles`` (the module constants above)."""
+    block_n, stages = CONFIGS[head_dim]
+    return Tiles(BLOCK_M, CONSUMERS, block_n, stages, PINGPONG, CONSUMER_REGS, LOADER_REGS)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -68,12 +129,13 @@ DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 # ----------------------------------------------------------------------------------------------
 @gluon.jit
 def _loader(q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks):
-    """Q of both consumers, then K_i and V_i for i < n_blocks through the rings."""
+    """Q of every consumer, then K_i and V_i for i < n_blocks through the rings."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    CONSUMERS: gl.constexpr = q_smem.shape[0]
     NUM_STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
-    for c in gl.static_range(2):
+    for c in gl.static_range(CONSUMERS):
         mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [q_row + c * BLOCK_M, 0], q_bars.index(c), q_smem.index(c))
     for i in range(n_blocks):
@@ -112,9 +174,10 @@ def _softmax(s, m_i, l_i, qk_scale, q_pos, k_pos, MASK: gl.constexpr):
 
 @gluon.jit
 def _take_turn(sched, k, PINGPONG: gl.constexpr):
-    """Ping-pong (FA3): before issuing its MMA group k, a consumer waits until the other one has issued
-    its group k (consumer 1) or k-1 (consumer 0, whose first wait passes: a fresh mbarrier's previous
-    phase counts as complete). ``sched``: (own barrier, the other's, 1 for consumer 0 else 0)."""
+    """Ping-pong (FA3): before issuing its MMA group k, a consumer waits until the one before it in the
+    ring has issued its group k (consumers 1..) or k-1 (consumer 0, whose first wait passes: a fresh
+    mbarrier's previous phase counts as complete). ``sched``: (own barrier, the next consumer's, 1 for
+    consumer 0 else 0)."""
     mine, other, phase0 = sched
     if PINGPONG:
         mbarrier.wait(mine, (k & 1) ^ phase0)
@@ -161,10 +224,12 @@ def _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, MASK: gl.cons
 
 
 @gluon.jit
-def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale,
-              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N,
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr):
     """BLOCK_M query rows (global row q_row, position q_pos in the sequence) over n_blocks key blocks;
-    ``ring``: the K/V buffers and their barriers, ``sched``: the ping-pong barriers (_take_turn)."""
+    ``ring``: the K/V buffers and their barriers, ``sched``: the ping-pong barriers (_take_turn).
+    ``ONE_MASKED``: causal tiles where only the program's last key block crosses the diagonal;
+    ``TAIL``: the last program may hold consumers past N, which then store nothing."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     BLOCK_M: gl.constexpr = q_smem.shape[0]
     HEAD_DIM: gl.constexpr = q_smem.shape[1]
@@ -194,18 +259,28 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, 0, CAUSAL)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
-    # blocks left of the diagonal (all of them when not causal), then the diagonal block
+    # blocks left of the diagonal (all of them when not causal), then those the diagonal crosses
     if CAUSAL:
-        n_unmasked = n_blocks - 1
+        if ONE_MASKED:
+            n_unmasked = n_blocks - 1
+        else:
+            # every key of block j < q_pos // BLOCK_N precedes every row of this consumer
+            n_unmasked = gl.minimum(gl.maximum(q_pos // BLOCK_N, 1), n_blocks)
     else:
         n_unmasked = n_blocks
     for j in range(1, n_unmasked):
         o, p, m_i, l_i = _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, False, PINGPONG,
                                s_layout, o_layout)
     if CAUSAL:
-        if n_blocks > 1:
-            o, p, m_i, l_i = _step(n_blocks - 1, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, True,
-                                   PINGPONG, s_layout, o_layout)
+        if ONE_MASKED:
+            if n_blocks > 1:
+                o, p, m_i, l_i = _step(n_blocks - 1, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, True,
+                                       PINGPONG, s_layout, o_layout)
+        else:
+            # blocks wholly right of this consumer's rows run too: every consumer frees every slot
+            for j in range(n_unmasked, n_blocks):
+                o, p, m_i, l_i = _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, True, PINGPONG,
+                                       s_layout, o_layout)
 
     last = (n_blocks - 1) % NUM_STAGES
     v_tile = v_smem.index(last)
@@ -216,11 +291,22 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
     o, p = warpgroup_mma_wait(0, deps=(o, p))
     mbarrier.arrive(v_empty.index(last), count=1)
 
+    if TAIL:
+        if q_pos < N:
+            _epilogue(o, m_i, l_i, q_smem, o_desc, LSE, q_row, lse_row, o_layout)
+    else:
+        _epilogue(o, m_i, l_i, q_smem, o_desc, LSE, q_row, lse_row, o_layout)
+
+
+@gluon.jit
+def _epilogue(o, m_i, l_i, q_smem, o_desc, LSE, q_row, lse_row, o_layout: gl.constexpr):
+    """Store lse and O / l of one consumer's rows."""
+    BLOCK_M: gl.constexpr = q_smem.shape[0]
     lse = m_i + gl.log2(l_i)
-    gl.store(LSE + lse_row + gl.arange(0, BLOCK_M, layout=row_s), lse)
+    gl.store(LSE + lse_row + gl.arange(0, BLOCK_M, layout=m_i.type.layout), lse)
     o = o / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
     # Q is no longer read: its buffer stages O for the TMA store
-    q_smem.store(o.to(dtype))
+    q_smem.store(o.to(q_smem.dtype))
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_smem)
     tma.store_wait(0)
@@ -232,53 +318,75 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
 @gluon.jit
 def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: gl.constexpr,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
-                    CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+                    CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMERS: gl.constexpr,
+                    TAIL: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
-    gl.static_assert((2 * BLOCK_M) % BLOCK_N == 0)
+    ROWS: gl.constexpr = CONSUMERS * BLOCK_M
+    # only the last key block crosses the diagonal (ROWS == BLOCK_N, every program whole)
+    ONE_MASKED: gl.constexpr = (ROWS == BLOCK_N) and not TAIL
     pid_m = gl.program_id(0)
     off_hz = gl.program_id(1)
     if CAUSAL:
         # the last query blocks have the most keys: start them first (less tail at the end)
         pid_m = gl.num_programs(0) - 1 - pid_m
-    q_pos = pid_m * (2 * BLOCK_M)
+    q_pos = pid_m * ROWS
     kv_row = off_hz * N
     q_row = kv_row + q_pos
     if CAUSAL:
-        n_blocks = (q_pos + 2 * BLOCK_M) // BLOCK_N
+        if ONE_MASKED:
+            n_blocks = (q_pos + ROWS) // BLOCK_N
+        else:
+            n_blocks = gl.minimum((q_pos + ROWS + BLOCK_N - 1) // BLOCK_N, N // BLOCK_N)
     else:
         n_blocks = N // BLOCK_N
 
     dtype: gl.constexpr = q_desc.dtype
-    q_smem = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape, v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for c in gl.static_range(2):
+    turns = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(CONSUMERS):
         mbarrier.init(q_bars.index(c), count=1)
         mbarrier.init(turns.index(c), count=1)
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer
-        mbarrier.init(v_empty.index(i), count=2)
+        mbarrier.init(k_empty.index(i), count=CONSUMERS)  # one arrival per consumer
+        mbarrier.init(v_empty.index(i), count=CONSUMERS)
 
     lse_row = off_hz * N + q_pos
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
-    # constexprs stay out of assigned tuples (an assignment turns them into tensors)
-    gl.warp_specialize([
-        (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE, q_row,
-                     q_pos, lse_row, n_blocks, qk_scale, CAUSAL, PINGPONG)),
-        (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(0), 0), o_desc, LSE,
-                     q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, CAUSAL, PINGPONG)),
-        (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
-    ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+    # constexprs stay out of assigned tuples (an assignment turns them into tensors); the ping-pong
+    # turns pass around the consumers as a ring (_take_turn)
+    if CONSUMERS == 2:
+        gl.warp_specialize([
+            (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE,
+                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
+            (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(0), 0), o_desc, LSE,
+                         q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, N, CAUSAL,
+                         PINGPONG, ONE_MASKED, TAIL)),
+            (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+    else:
+        gl.static_assert(CONSUMERS == 3)
+        gl.warp_specialize([
+            (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE,
+                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
+            (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(2), 0), o_desc, LSE,
+                         q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, N, CAUSAL,
+                         PINGPONG, ONE_MASKED, TAIL)),
+            (_consumer, (q_smem.index(2), q_bars.index(2), ring, (turns.index(2), turns.index(0), 0), o_desc, LSE,
+                         q_row + 2 * BLOCK_M, q_pos + 2 * BLOCK_M, lse_row + 2 * BLOCK_M, n_blocks, qk_scale, N,
+                         CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
+            (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
+        ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
-    for c in gl.static_range(2):
+    for c in gl.static_range(CONSUMERS):
         mbarrier.invalidate(q_bars.index(c))
         mbarrier.invalidate(turns.index(c))
     for i in gl.static_range(NUM_STAGES):
@@ -292,7 +400,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: g
 # host
 # ----------------------------------------------------------------------------------------------
 def supported(q: torch.Tensor, causal: bool = False) -> bool:
-    """Whether ``forward`` takes this case (``causal`` either way); the rest is the Triton kernel's."""
+    """Whether ``forward`` takes this case (``causal`` either way) with its default tiles; the rest is
+    the Triton kernel's."""
     if q.device.type != "cuda" or q.dim() != 4 or not q.is_contiguous():
         return False
     B, H, N, D = q.shape
@@ -300,55 +409,69 @@ def supported(q: torch.Tensor, causal: bool = False) -> bool:
             and N > 0 and N % ROWS_PER_PROGRAM == 0)
 
 
-def descriptors(q, k, v, o, head_dim: int):
-    """TMA descriptors of q, k, v, o seen as (B*H*N, D) matrices: Q/O tiles of BLOCK_M rows, K/V of
-    BLOCK_N."""
-    block_n = CONFIGS[head_dim][0]
+def descriptors(q, k, v, o, head_dim: int, tiles: Tiles | None = None):
+    """TMA descriptors of q, k, v, o seen as (B*H*N, D) matrices: Q/O tiles of block_m rows, K/V of
+    block_n."""
+    tiles = tiles or default_tiles(head_dim)
     dtype = DTYPES[q.dtype]
 
     def desc(t, rows):
         layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], dtype)
         return TensorDescriptor.from_tensor(t.view(-1, head_dim), [rows, head_dim], layout)
 
-    return desc(q, BLOCK_M), desc(k, block_n), desc(v, block_n), desc(o, BLOCK_M)
+    return desc(q, tiles.block_m), desc(k, tiles.block_n), desc(v, tiles.block_n), desc(o, tiles.block_m)
 
 
-def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool | None = None):
+def _constexprs(tiles: Tiles, causal: bool, n: int) -> dict:
+    """The kernel's compile-time arguments at sequence length ``n``."""
+    return dict(BLOCK_N=tiles.block_n, NUM_STAGES=tiles.stages, CAUSAL=bool(causal), PINGPONG=bool(tiles.pingpong),
+                CONSUMER_REGS=tiles.consumer_regs, LOADER_REGS=tiles.loader_regs, CONSUMERS=tiles.consumers,
+                TAIL=n % tiles.rows != 0)
+
+
+def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool | None = None,
+            tiles: Tiles | None = None):
     """(o, lse) for contiguous q, k, v of shape (B, H, N, D) where ``supported``: lse float32
-    (B, H, N) in base 2, as the Triton forward's. ``pingpong`` (default ``PINGPONG``): alternate the two
-    consumers' MMAs."""
+    (B, H, N) in base 2, as the Triton forward's. ``pingpong`` (default ``PINGPONG``): alternate the
+    consumers' MMAs. ``tiles`` (default ``default_tiles(D)``, with ``pingpong`` if given): another
+    launch configuration, for sweeps; a ValueError when it cannot run this case."""
     B, H, N, D = q.shape
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    pingpong = PINGPONG if pingpong is None else bool(pingpong)
+    tiles = tiles or default_tiles(D)
+    if pingpong is not None:
+        tiles = dataclasses.replace(tiles, pingpong=bool(pingpong))
+    problem = tiles.problem(D, q.element_size()) or (None if tiles.takes(N) else
+                                                      f"N {N} not a multiple of block_n and block_m")
+    if problem:
+        raise ValueError(f"flash_attention_gluon.forward: {tiles}: {problem}")
     o = torch.empty_like(q)
     lse = torch.empty((B, H, N), device=q.device, dtype=torch.float32)
-    block_n, stages = CONFIGS[D]
-    grid = (N // ROWS_PER_PROGRAM, B * H)
-    attn_fwd_kernel[grid](*descriptors(q, k, v, o, D), lse, sm_scale * LOG2E, N, BLOCK_N=block_n,
-                          NUM_STAGES=stages, CAUSAL=bool(causal), PINGPONG=pingpong, CONSUMER_REGS=CONSUMER_REGS,
-                          LOADER_REGS=LOADER_REGS, num_warps=4)
+    grid = (triton.cdiv(N, tiles.rows), B * H)
+    attn_fwd_kernel[grid](*descriptors(q, k, v, o, D, tiles), lse, sm_scale * LOG2E, N,
+                          **_constexprs(tiles, causal, N), num_warps=4)
     return o, lse
 
 
 def compile_only(head_dim: int, causal: bool, dtype: torch.dtype = torch.bfloat16, pingpong: bool = PINGPONG,
-                 arch: int = 90):
+                 arch: int = 90, tiles: Tiles | None = None):
     """Compile the kernel for sm_``arch`` without a GPU (a CPU tensor stands in for the data):
-    Triton's CompiledKernel, whose ``asm`` holds the ttgir, ptx and cubin."""
+    Triton's CompiledKernel, whose ``asm`` holds the ttgir, ptx and cubin. ``tiles`` as ``forward``'s
+    (their ping-pong wins over ``pingpong``); a sequence that is not a multiple of their rows compiles
+    the TAIL variant."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
-    n = 4 * ROWS_PER_PROGRAM
+    tiles = tiles or dataclasses.replace(default_tiles(head_dim), pingpong=bool(pingpong))
+    n = 4 * math.lcm(ROWS_PER_PROGRAM, tiles.block_n, tiles.block_m)
     q = torch.empty((1, 1, n, head_dim), dtype=dtype)
-    descs = descriptors(q, q, q, q, head_dim)
-    block_n, stages = CONFIGS[head_dim]
+    descs = descriptors(q, q, q, q, head_dim, tiles)
     names = ["q_desc", "k_desc", "v_desc", "o_desc", "LSE", "qk_scale", "N"]
     signature = {name: mangle_type(d) for name, d in zip(names, descs)}
     signature.update(LSE="*fp32", qk_scale="fp32", N="i32")
-    constexprs = dict(BLOCK_N=block_n, NUM_STAGES=stages, CAUSAL=bool(causal), PINGPONG=bool(pingpong),
-                      CONSUMER_REGS=CONSUMER_REGS,
-                      LOADER_REGS=LOADER_REGS)
+    # N is a runtime argument: TAIL is compiled in where the tiles' rows do not divide every N
+    constexprs = _constexprs(tiles, causal, n if n % tiles.rows == 0 else n + tiles.block_m)
     signature.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(attn_fwd_kernel, signature, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(num_warps=4))

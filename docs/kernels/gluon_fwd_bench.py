@@ -214,21 +214,42 @@ def main_device(out: Path) -> int:
 # ----------------------------------------------------------------------------------------------
 # compile only (no GPU)
 # ----------------------------------------------------------------------------------------------
+COMPILED_HEADER = f"{'smem B':>8}{'ptxas regs':>11}{'spill st/ld':>13}{'max reg':>9}{'HGMMA':>7}{'warps':>7}"
+
+
+def compiled_line(kernel, stem: Path) -> str:
+    """One table row (COMPILED_HEADER) of a compiled kernel, its ptx and cubin written beside ``stem``."""
+    import re
+
+    import triton
+
+    bin_dir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    stem.with_suffix(".ptx").write_text(kernel.asm["ptx"])
+    stem.with_suffix(".cubin").write_bytes(kernel.asm["cubin"])
+    ptxas = subprocess.run([str(bin_dir / "ptxas"), "-v", "--gpu-name", "sm_90a", str(stem.with_suffix(".ptx")),
+                            "-o", os.devnull], capture_output=True, text=True).stderr
+    regs = re.search(r"Used (\d+) registers", ptxas)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", ptxas)
+    sass = subprocess.run([str(bin_dir / "nvdisasm"), "-c", str(stem.with_suffix(".cubin"))],
+                          capture_output=True, text=True).stdout
+    max_reg = max((int(r) for r in re.findall(r"\bR(\d+)\b", sass)), default=-1)
+    return (f"{kernel.metadata.shared:>8}{regs.group(1) if regs else '?':>11}"
+            f"{(spills.group(1) + '/' + spills.group(2)) if spills else '?':>13}{max_reg + 1:>9}"
+            f"{sass.count('HGMMA'):>7}{kernel.metadata.num_warps:>7}")
+
+
 def main_compile_only(out: Path) -> int:
     """sm_90a cubins of every case: shared memory (Triton's metadata), ptxas's registers and spills
     (the launch bound: setmaxnreg raises the consumers to CONSUMER_REGS) and the highest register
     the SASS names (what the busiest partition needs)."""
-    import re
-
     import torch
     import triton
 
     from kernels import flash_attention_gluon as fg
 
-    bin_dir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     out.mkdir(parents=True, exist_ok=True)
     print(f"triton {triton.__version__}; consumer/loader setmaxnreg {fg.CONSUMER_REGS}/{fg.LOADER_REGS}")
-    print(f"{'case':<26}{'smem B':>8}{'ptxas regs':>11}{'spill st/ld':>13}{'max reg':>9}{'HGMMA':>7}{'warps':>7}")
+    print(f"{'case':<26}" + COMPILED_HEADER)
     failures = 0
     for head_dim in HEAD_DIMS:
         for causal in (False, True):
@@ -242,20 +263,7 @@ def main_compile_only(out: Path) -> int:
                         failures += 1
                         print(f"{name:<26} FAILED: {_error_head(exc)}")
                         continue
-                    stem = out / name.replace(" ", "_")
-                    stem.with_suffix(".ptx").write_text(kernel.asm["ptx"])
-                    stem.with_suffix(".cubin").write_bytes(kernel.asm["cubin"])
-                    ptxas = subprocess.run([str(bin_dir / "ptxas"), "-v", "--gpu-name", "sm_90a",
-                                            str(stem.with_suffix(".ptx")), "-o", os.devnull],
-                                           capture_output=True, text=True).stderr
-                    regs = re.search(r"Used (\d+) registers", ptxas)
-                    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", ptxas)
-                    sass = subprocess.run([str(bin_dir / "nvdisasm"), "-c", str(stem.with_suffix(".cubin"))],
-                                          capture_output=True, text=True).stdout
-                    max_reg = max((int(r) for r in re.findall(r"\bR(\d+)\b", sass)), default=-1)
-                    print(f"{name:<26}{kernel.metadata.shared:>8}{regs.group(1) if regs else '?':>11}"
-                          f"{(spills.group(1) + '/' + spills.group(2)) if spills else '?':>13}{max_reg + 1:>9}"
-                          f"{sass.count('HGMMA'):>7}{kernel.metadata.num_warps:>7}")
+                    print(f"{name:<26}" + compiled_line(kernel, out / name.replace(" ", "_")))
     return 1 if failures else 0
 
 
