@@ -402,19 +402,23 @@ def test_sim_a_call_whose_baseline_was_loaded_is_warmed_longer_and_sampled_unbro
     assert sum(idle[1:]) < 0.01 * (len(m.batch_medians) - 1)
 
 
+@pytest.mark.parametrize("held_first", [False, True])
 @pytest.mark.parametrize("share, clear", [(0.5, True), (0.9, False)])
-def test_sim_a_loaded_baseline_s_call_drawing_far_under_the_power_limit_ends_its_longer_warm_up(
-        sim, monkeypatch, share, clear) -> None:
-    """A call whose baseline was loaded but which the cap does not hold now: where it draws under
-    POWER_CLEAR_SHARE of the power limit the cap is far off, and the longer warm-up ends after
-    POWER_CAP_MIN_S; near the limit the cap may still engage, and it takes the whole warm-up."""
+def test_sim_a_call_drawing_far_under_the_power_limit_ends_its_longer_warm_up(
+        sim, monkeypatch, share, clear, held_first) -> None:
+    """A call whose baseline was loaded but which the cap does not hold now, or whose warm-up saw a
+    clock held down by an earlier, heavier call (`held_first`): where it draws under
+    POWER_CLEAR_SHARE of the power limit the cap is far off, the longer warm-up ends after
+    POWER_CAP_MIN_S and the call is not loaded; near the limit the cap may still engage, and it
+    takes the whole warm-up."""
     from pytest_gpuperf.measure import cuda_timer as timing
     from pytest_gpuperf.measure.device import ClockState
 
-    _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980)], read_ms=0.0)
+    boost = ClockState(1980, [], 1980)
+    _clock_reads(sim, monkeypatch, [ClockState(1500, ["sw_power_cap"], 1980)] * 2 * held_first + [boost], read_ms=0.0)
     monkeypatch.setattr(timing, "power_share", lambda index: share)
-    m = _run(sim, sim.kernel(0.25, host_ms=0.01), loaded=True)
-    assert not m.loaded
+    m = _run(sim, sim.kernel(0.25, host_ms=0.01), loaded=not held_first)
+    assert m.loaded is (held_first and not clear)
     if clear:
         assert timing.POWER_CAP_MIN_S <= m.phases["power cap"] < timing.POWER_CAP_MIN_S + 2 * timing.POWER_CAP_STEP_S
     else:

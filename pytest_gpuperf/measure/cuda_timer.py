@@ -141,7 +141,9 @@ class CudaTimer:
         """The cap holds this call's clock down (`seen`), or held its baseline's: warm it until the cap
         settles its clock (`cap_settled`) or for POWER_CAP_WARMUP_S, and sample it in an unbroken loop,
         at the clock a program calling it in a loop gets. It is `loaded` (where events or a graph time
-        it) if the cap was seen or holds it at the end: a call the cap no longer holds leaves that state."""
+        it) if the cap was seen or holds it at the end: a call the cap no longer holds leaves that state.
+        Where the cap is far off (`cap_clear`) the warm-up ends early and the call is not loaded: a
+        clock seen held down was the cap's state from an earlier, heavier call."""
         self.unbroken = True
         with self.phases(Phase.POWER_CAP):
             started = time.perf_counter()
@@ -152,12 +154,13 @@ class CudaTimer:
             while True:  # one list: the warm-up's waits stay 64 calls apart
                 self._warm(POWER_CAP_STEP_S, host, queued)
                 readings.append(read_clocks(self.index))  # with the last calls still running
-                shares.append(None if seen else power_share(self.index))
+                shares.append(power_share(self.index))
                 elapsed = time.perf_counter() - started
-                if (elapsed >= POWER_CAP_WARMUP_S or len(host) >= MAX_WARMUP_CALLS
-                        or (elapsed >= POWER_CAP_MIN_S and (cap_settled(readings) or cap_clear(readings, shares)))):
+                clear = elapsed >= POWER_CAP_MIN_S and cap_clear(readings, shares)
+                if (elapsed >= POWER_CAP_WARMUP_S or len(host) >= MAX_WARMUP_CALLS or clear
+                        or (elapsed >= POWER_CAP_MIN_S and cap_settled(readings))):
                     break
-            self.loaded = seen or readings[-1].power_limited
+            self.loaded = (seen and not clear) or readings[-1].power_limited
             self.torch.cuda.synchronize()
 
     def _warm(self, seconds: float, host: list[float], queued: collections.deque | None = None) -> None:
