@@ -119,9 +119,22 @@ class Tiles:
 
 
 def default_tiles(head_dim: int) -> Tiles:
-    """The tiles ``forward`` runs without ``tiles`` (the module constants above)."""
+    """The two-consumer tiles of the module constants above."""
     block_n, stages = CONFIGS[head_dim]
     return Tiles(BLOCK_M, CONSUMERS, block_n, stages, PINGPONG, CONSUMER_REGS, LOADER_REGS)
+
+
+#: D64 without a mask: three 64-row consumers (FA3's layout for that head dim), 160 registers each
+#: (docs/kernels/flash_attention_gluon.md).
+D64_FULL_TILES = Tiles(64, 3, 128, 3, False, 160, 24)
+#: D64 sequences from SHORT_D64_FROM_N up to SHORT_D64_BELOW_N take the Triton kernel: its short
+#: key loops ran faster there (N 1,024), the Gluon kernel's at N 128 and from 2,048 on.
+SHORT_D64_FROM_N, SHORT_D64_BELOW_N = 256, 2048
+
+
+def tiles_for(head_dim: int, causal: bool) -> Tiles:
+    """The tiles ``forward`` runs without ``tiles``."""
+    return D64_FULL_TILES if head_dim == 64 and not causal else default_tiles(head_dim)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -400,13 +413,14 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: g
 # host
 # ----------------------------------------------------------------------------------------------
 def supported(q: torch.Tensor, causal: bool = False) -> bool:
-    """Whether ``forward`` takes this case (``causal`` either way) with its default tiles; the rest is
+    """Whether ``forward`` takes this case (``causal`` either way) with its own tiles; the rest is
     the Triton kernel's."""
     if q.device.type != "cuda" or q.dim() != 4 or not q.is_contiguous():
         return False
     B, H, N, D = q.shape
+    short = D == 64 and SHORT_D64_FROM_N <= N < SHORT_D64_BELOW_N
     return (torch.cuda.get_device_capability(q.device) == (9, 0) and D in CONFIGS and q.dtype in DTYPES
-            and N > 0 and N % ROWS_PER_PROGRAM == 0)
+            and N > 0 and N % ROWS_PER_PROGRAM == 0 and not short)
 
 
 def descriptors(q, k, v, o, head_dim: int, tiles: Tiles | None = None):
@@ -433,12 +447,12 @@ def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool
             tiles: Tiles | None = None):
     """(o, lse) for contiguous q, k, v of shape (B, H, N, D) where ``supported``: lse float32
     (B, H, N) in base 2, as the Triton forward's. ``pingpong`` (default ``PINGPONG``): alternate the
-    consumers' MMAs. ``tiles`` (default ``default_tiles(D)``, with ``pingpong`` if given): another
+    consumers' MMAs. ``tiles`` (default ``tiles_for(D, causal)``, with ``pingpong`` if given): another
     launch configuration, for sweeps; a ValueError when it cannot run this case."""
     B, H, N, D = q.shape
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    tiles = tiles or default_tiles(D)
+    tiles = tiles or tiles_for(D, causal)
     if pingpong is not None:
         tiles = dataclasses.replace(tiles, pingpong=bool(pingpong))
     problem = tiles.problem(D, q.element_size()) or (None if tiles.takes(N) else
