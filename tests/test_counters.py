@@ -372,6 +372,23 @@ def test_a_recording_whose_counters_say_the_code_changed_starts_the_time_history
     assert len(merged["t.py::a"].history) == 4
 
 
+def test_saving_a_recording_whose_counters_say_the_code_changed_starts_the_time_history_anew(tmp_path: Path) -> None:
+    """--gpuperf-save over an entry of other code keeps none of its medians, peaks or drift, as the
+    merge does; a recording of the same code extends them."""
+    device, path = {"key": "cpu-test", "name": "test"}, tmp_path / "cpu-test.yaml"
+    old = Entry(Statistics(1.14), method="events", cache="cold", timing=TIMING_VERSION, peak_memory_bytes=100,
+                history=[1.13, 1.14, 1.15], drift=0.05, counters={"instructions": [1000, 1000]})
+    baseline_mod.save(path, device, {}, {"t.py::a": old})
+    new = replace(old, stats=Statistics(0.90), history=None, drift=None, peak_memory_bytes=80,
+                  counters={"instructions": [730]})
+    baseline_mod.save(path, device, {}, {"t.py::a": new})
+    entry = baseline_mod.load(path, "cpu-test").entries["t.py::a"]
+    assert entry.stats.median_ms == pytest.approx(0.90) and entry.history == [0.9]
+    assert entry.peak_memory_bytes == 80 and entry.drift is None and entry.counters == {"instructions": [730]}
+    baseline_mod.save(path, device, {}, {"t.py::a": replace(new, stats=Statistics(0.92))})  # the same code
+    assert baseline_mod.load(path, "cpu-test").entries["t.py::a"].history == [0.9, 0.92]
+
+
 def test_the_summary_says_what_the_counters_decided_or_why_not() -> None:
     from pytest_gpuperf.report.rows import counters_line, summary_counts, verdict_text
 

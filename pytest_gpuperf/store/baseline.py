@@ -513,10 +513,12 @@ def save(path: Path, device: dict, software: dict, entries: Mapping[str, Measure
             if keep_others:  # a recording adds its median to the history of an entry measured alike
                 for name, entry in entries.items():
                     before = previous.get(name)
-                    continued = [before] if before and alike(before, entry) else []  # the recordings it extends
+                    # the old code's entry (its counters say the code changed) starts no history, as in combine
+                    older = before if before and len(since_code_change([before, entry])) == 2 else None
+                    continued = [older] if older and alike(older, entry) else []  # the recordings it extends
                     history = [m for e in continued + [entry] for m in medians(e)]
                     # a legacy drift is a relative spread, which a new timing version leaves as it was
-                    legacy = entry.drift or (before.drift if before and how_measured(before) == how_measured(entry) else None)
+                    legacy = entry.drift or (older.drift if older and how_measured(older) == how_measured(entry) else None)
                     peaks = [p for e in continued + [entry] for p in memory_peaks(e)]
                     # counters do not depend on how time was measured: every earlier recording counts
                     entries[name] = _with_counters(with_history(entry, history, legacy, peaks),
