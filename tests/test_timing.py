@@ -480,6 +480,28 @@ def test_sim_a_call_the_power_cap_holds_down_only_while_sampled_starts_its_sampl
     assert m.phases["restart"] > 0 and m.phases["power cap"] >= 0.25  # the dropped samples, the longer warm-up
 
 
+def test_sim_the_samples_start_again_at_most_once(sim, monkeypatch) -> None:
+    """A call whose samples read the clock held down but whose longer warm-up finds the cap far off
+    (`cap_clear`: not loaded) starts its samples again once, not at every held reading after."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+    from pytest_gpuperf.measure.device import ClockState
+
+    boost, held = ClockState(1980, [], 1980), ClockState(1400, ["sw_power_cap"], 1980)
+    holds: list[bool] = []
+    hold = timing.CudaTimer._hold_power_cap
+
+    def counted(self, seen):
+        holds.append(seen)
+        hold(self, seen)
+
+    monkeypatch.setattr(timing.CudaTimer, "_hold_power_cap", counted)
+    monkeypatch.setattr(timing.CudaTimer, "_read_clocks", lambda self: held if len(holds) < 10 else boost)
+    monkeypatch.setattr(timing, "read_clocks", lambda index: boost)  # the warm-ups' readings
+    monkeypatch.setattr(timing, "power_share", lambda index: 0.5)
+    m = _run(sim, sim.kernel(0.25, host_ms=0.01))
+    assert holds == [True] and not m.loaded and m.samples_ms
+
+
 def test_sim_the_phases_of_a_measurement_add_up_to_its_wall_time(sim, monkeypatch) -> None:
     """Each phase's time is its own (nested phases are not counted twice), so the closing summary's
     breakdown adds up; a call at boost clock spends nothing on the power cap."""

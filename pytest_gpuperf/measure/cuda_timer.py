@@ -343,6 +343,7 @@ class CudaTimer:
         batch_medians: list[float] = []
         pace = HostPace(each_ms, est_ms, flush_ms, adapt=not sync)
         gaps_ms: list[float] = []
+        restarted = False  # once at most: a hold that finds the cap far off leaves the call not loaded
 
         def next_batch() -> list[float] | None:
             """One batch's raw times, or None when the host fell behind the spins ahead of samples."""
@@ -370,7 +371,8 @@ class CudaTimer:
                 batch = [max((t - overhead - gap_ms) / divisor, 0.0) for t in raw]
                 samples.extend(batch)
                 batch_medians.append(statistics.median(batch))
-                if self._read_clocks().power_limited and not self.loaded:  # the cap engaged only now
+                if self._read_clocks().power_limited and not (self.loaded or restarted):  # the cap engaged only now
+                    restarted = True
                     self.phases.move(Phase.SAMPLES, Phase.RESTART, time.perf_counter() - started)
                     self._hold_power_cap(seen=True)
                     self.clocks.clear()  # read before the cap held the clock
