@@ -425,6 +425,22 @@ def test_sim_a_call_drawing_far_under_the_power_limit_ends_its_longer_warm_up(
         assert m.phases["power cap"] >= timing.POWER_CAP_WARMUP_S
 
 
+def test_the_cap_is_clear_only_where_every_one_of_the_last_readings_says_so() -> None:
+    """cap_clear: the last POWER_CAP_READS readings not held down and each drawing under
+    POWER_CLEAR_SHARE of the limit; an unknown draw (None), one held reading or too few is not clear."""
+    from pytest_gpuperf.measure.device import ClockState
+    from pytest_gpuperf.measure.power_cap import POWER_CAP_READS, POWER_CLEAR_SHARE, cap_clear
+
+    boost, held = ClockState(1980, [], 1980), ClockState(1400, ["sw_power_cap"], 1980)
+    far, near = POWER_CLEAR_SHARE / 2, POWER_CLEAR_SHARE
+    n = POWER_CAP_READS
+    assert cap_clear([held] + [boost] * n, [near] + [far] * n)  # only the last readings count
+    assert not cap_clear([boost] * (n - 1), [far] * (n - 1))
+    assert not cap_clear([boost] * n, [far] * (n - 1) + [None])
+    assert not cap_clear([boost] * n, [far] * (n - 1) + [near])
+    assert not cap_clear([boost] * (n - 1) + [held], [far] * n)
+
+
 @pytest.mark.parametrize("call_ms", [20.0, 100.0])
 def test_sim_the_longer_warm_up_of_a_long_call_keeps_its_bound(sim, monkeypatch, call_ms) -> None:
     """Long calls are queued two at a time in the power cap's warm-up: the host's clock then follows
