@@ -259,14 +259,24 @@ def _check_inputs(q, k, v):
         raise ValueError(f"q, k, v must all be float16 or bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}")
 
 
-def gluon_takes(q: torch.Tensor, causal: bool) -> bool:
+@functools.cache
+def _gluon_hopper():
+    """The Gluon forward's module, or None where this Triton has no Gluon Hopper API (before 3.6)."""
+    try:
+        from kernels import flash_attention_gluon
+    except (ImportError, AttributeError, TypeError):
+        return None
+    return flash_attention_gluon
+
+
+def gluon_takes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> bool:
     """Does the Hopper Gluon forward (``flash_attention_gluon.py``) take this case? sm_90 only (its
-    module imports Gluon, so it is imported only there)."""
+    module imports Gluon, so it is imported only there), with k and v like q and TMA-aligned."""
     if INTERPRET or q.device.type != "cuda" or torch.cuda.get_device_capability(q.device) != (9, 0):
         return False
-    from kernels import flash_attention_gluon
-
-    return flash_attention_gluon.supported(q, causal)
+    gluon = _gluon_hopper()
+    return (gluon is not None and k.shape == v.shape == q.shape and k.is_contiguous() and v.is_contiguous()
+            and _tma_layout_ok(q, k, v) and gluon.supported(q, causal))
 
 
 def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None = None, config=None):
@@ -275,10 +285,8 @@ def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None 
     The Gluon kernel where it takes the case (``gluon_takes``), unless ``use_tma`` or ``config``
     asks for the Triton kernel: ``config`` (dict of BLOCK_M, BLOCK_N, num_warps, num_stages)
     overrides ``fwd_config``."""
-    if use_tma is None and not config and gluon_takes(q, causal):
-        from kernels import flash_attention_gluon
-
-        return flash_attention_gluon.forward(q, k, v, causal, sm_scale)
+    if use_tma is None and not config and gluon_takes(q, k, v, causal):
+        return _gluon_hopper().forward(q, k, v, causal, sm_scale)
     from kernels import flash_attention_triton as fat
 
     B, H, N, D = q.shape

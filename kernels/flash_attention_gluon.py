@@ -413,14 +413,16 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: g
 # host
 # ----------------------------------------------------------------------------------------------
 def supported(q: torch.Tensor, causal: bool = False) -> bool:
-    """Whether ``forward`` takes this case (``causal`` either way) with its own tiles; the rest is
-    the Triton kernel's."""
+    """Whether ``forward`` takes this case with its own tiles (``tiles_for``); the rest is the
+    Triton kernel's. Of q only: k and v are the caller's to match (kernels.flash_attention)."""
     if q.device.type != "cuda" or q.dim() != 4 or not q.is_contiguous():
         return False
     B, H, N, D = q.shape
-    short = D == 64 and SHORT_D64_FROM_N <= N < SHORT_D64_BELOW_N
-    return (torch.cuda.get_device_capability(q.device) == (9, 0) and D in CONFIGS and q.dtype in DTYPES
-            and N > 0 and N % ROWS_PER_PROGRAM == 0 and not short)
+    if D not in CONFIGS or q.dtype not in DTYPES or (D == 64 and SHORT_D64_FROM_N <= N < SHORT_D64_BELOW_N):
+        return False
+    tiles = tiles_for(D, causal)
+    return (torch.cuda.get_device_capability(q.device) == (9, 0) and tiles.takes(N)
+            and tiles.problem(D, q.element_size()) is None)
 
 
 def descriptors(q, k, v, o, head_dim: int, tiles: Tiles | None = None):

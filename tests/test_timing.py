@@ -862,3 +862,26 @@ def test_sim_peak_memory_counts_the_bytes_asked_for_not_the_allocators_rounding(
 def _entry(stored: dict) -> Entry:
     """A stored entry of a test with `stored`'s keys (its median aside)."""
     return Entry.from_dict({"median_ms": 1.0, **stored})
+
+
+@pytest.mark.parametrize("drawn_mw, value_type, status, share", [
+    (350_000, 1, 0, 0.5), (350_000.0, 0, 0, 0.5), (0, 1, 0, None), (350_000, 1, 3, None)])
+def test_the_power_share_is_the_instant_draw_over_the_enforced_limit(monkeypatch, drawn_mw, value_type, status,
+                                                                      share) -> None:
+    """NVML's instant power field, decoded by its value type, over the enforced limit (700 W here);
+    a refused field, or a draw of 0 (a virtualised GPU that does not say), is unknown."""
+    import sys
+    import types
+
+    from pytest_gpuperf.measure import device
+
+    members = {0: "dVal", 1: "uiVal"}
+    field = types.SimpleNamespace(nvmlReturn=status, valueType=value_type,
+                                  value=types.SimpleNamespace(**{members[value_type]: drawn_mw}))
+    fake = types.SimpleNamespace(NVML_SUCCESS=0, NVML_FI_DEV_POWER_INSTANT=186,
+                                 nvmlDeviceGetFieldValues=lambda handle, ids: [field],
+                                 nvmlDeviceGetEnforcedPowerLimit=lambda handle: 700_000)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(device, "_nvml_handle", lambda index: object())
+    assert device.power_share(0) == share
+    assert device.power_share(None) is None

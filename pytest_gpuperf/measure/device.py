@@ -141,7 +141,8 @@ def power_share(index: int | None) -> float | None:
         return None
     if field.nvmlReturn != pynvml.NVML_SUCCESS or not limit_mw or field.valueType >= len(_FIELD_MEMBERS):
         return None
-    return float(getattr(field.value, _FIELD_MEMBERS[field.valueType])) / limit_mw
+    drawn_mw = float(getattr(field.value, _FIELD_MEMBERS[field.valueType]))
+    return drawn_mw / limit_mw if drawn_mw > 0 else None  # 0: a virtualised GPU that does not say
 
 
 @functools.cache
