@@ -1,0 +1,283 @@
+"""Check and time the Gluon Hopper attention backward (kernels/flash_attention_gluon_bwd.py, issue 47).
+
+    python docs/kernels/gluon_bwd_bench.py [--out DIR]   # on an H100/H200 (docs/kernels/gluon_bwd_device.sh)
+    python docs/kernels/gluon_bwd_bench.py --compile-only  # no GPU: sm_90a cubins, registers, spills
+
+As gluon_fwd_bench.py: each (head dim, causal) case runs in a child process under a time limit (a
+barrier bug that hangs, or a compile error, costs that case only; an error prints its last two
+lines), writing one JSON line per finished step; the parent prints tables and writes
+``results.json`` under ``--out``.
+
+Accuracy (bf16): dq, dk, dv of the Gluon backward (TMA reduce-add of dQ, and the ``dq_atomic``
+variant) against ``flash_attention.triton_backward`` on the same forward's (o, lse): max abs
+difference and NaN counts, at B2 H4 N1024 and B4 H16 N4096; at the small shape also both against
+float32 SDPA autograd (max abs error). Timing at B4 H16 N4096: the whole backward of each (delta
+preprocess, dQ accumulator and cast included), cuDNN as SDPA's backward alone (torch.autograd.grad
+with retain_graph under sdpa_kernel(CUDNN_ATTENTION)); triton.testing.do_bench median, L2 cleared;
+TFLOP/s = 2.5 * 4*B*H*N^2*D (halved when causal) / time.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gluon_fwd_bench import COMPILED_HEADER, compiled_line, environment  # noqa: E402
+
+CHECK_SHAPES = ((2, 4, 1024), (4, 16, 4096))
+TIME_SHAPE = (4, 16, 4096)
+HEAD_DIMS = (64, 128)
+CHILD_TIMEOUT_S = 75
+TOTAL_BUDGET_S = 150  # cases not started by then are skipped (the run stays near 3 minutes)
+ERROR_LINES = 2
+BACKWARD_FLOPS = 2.5  # the backward's matmuls against the forward's two
+GRADS = ("dq", "dk", "dv")
+GLUON_VARIANTS = {"gluon": False, "gluon_atomic": True}  # impl name -> dq_atomic
+TIMED = tuple(GLUON_VARIANTS) + ("triton", "cudnn")
+
+
+def _emit(record: dict) -> None:
+    print("RECORD " + json.dumps(record), flush=True)
+
+
+def _error_head(exc: BaseException) -> str:
+    """The last ERROR_LINES message lines of an exception (no stack frames)."""
+    lines = [line for line in "".join(traceback.format_exception(exc)).splitlines() if line.strip()]
+    head = [line for line in lines if not line.startswith("  ")]
+    return "\n".join((head or lines)[-ERROR_LINES:])
+
+
+def _flops(shape, head_dim: int, causal: bool) -> float:
+    B, H, N = shape
+    return BACKWARD_FLOPS * 4 * B * H * N * N * head_dim / (2 if causal else 1)
+
+
+def _max_diff(grads, reference) -> dict:
+    return {name: (a.float() - b.float()).abs().max().item() for name, a, b in zip(GRADS, grads, reference)}
+
+
+# ----------------------------------------------------------------------------------------------
+# child: one (head dim, causal) case
+# ----------------------------------------------------------------------------------------------
+def run_case(head_dim: int, causal: bool) -> None:
+    import torch
+    import torch.nn.functional as F
+    import triton.testing
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from kernels import flash_attention as fa
+    from kernels import flash_attention_gluon_bwd as gb
+
+    dtype = torch.bfloat16
+    scale = 1.0 / math.sqrt(head_dim)
+    case = dict(D=head_dim, causal=causal, dtype="bf16")
+
+    def gluon(atomic):
+        tiles = dataclasses.replace(gb.tiles_for(head_dim, causal), dq_atomic=atomic)
+        return lambda q, k, v, o, lse, do: gb.backward(q, k, v, o, lse, do, causal, scale, tiles=tiles)
+
+    def triton_bwd(q, k, v, o, lse, do):
+        return fa.triton_backward(q, k, v, o, lse, do, causal, scale)
+
+    for shape in CHECK_SHAPES:
+        q, k, v = fa.make_inputs((*shape, head_dim), dtype, "cuda")
+        do = fa.make_grad_output((*shape, head_dim), dtype, "cuda")
+        o, lse = fa.triton_forward(q, k, v, causal, scale)
+        reference = triton_bwd(q, k, v, o, lse, do)
+        base = dict(case, step="check", shape=list(shape), supported=gb.supported(q, causal))
+        exact = None
+        if shape == CHECK_SHAPES[0]:
+            qf, kf, vf = (t.float().requires_grad_() for t in (q, k, v))
+            out = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal)
+            exact = torch.autograd.grad(out, (qf, kf, vf), do.float())
+            base["triton_vs_fp32"] = _max_diff(reference, exact)
+        for name, atomic in GLUON_VARIANTS.items():
+            record = dict(base, impl=name)
+            try:
+                grads = gluon(atomic)(q, k, v, o, lse, do)
+                torch.cuda.synchronize()
+                record.update(diff=_max_diff(grads, reference),
+                              nans={n: int(g.isnan().sum().item()) for n, g in zip(GRADS, grads)})
+                if exact is not None:
+                    record["vs_fp32"] = _max_diff(grads, exact)
+            except Exception as exc:  # one variant's failure must not end the case
+                record["error"] = _error_head(exc)
+            _emit(record)
+        del q, k, v, do, o, lse, reference, exact
+        torch.cuda.empty_cache()
+
+    q, k, v = fa.make_inputs((*TIME_SHAPE, head_dim), dtype, "cuda")
+    do = fa.make_grad_output((*TIME_SHAPE, head_dim), dtype, "cuda")
+    o, lse = fa.triton_forward(q, k, v, causal, scale)
+    impls = {name: gluon(atomic) for name, atomic in GLUON_VARIANTS.items()}
+    impls["triton"] = triton_bwd
+    for name, fn in impls.items():
+        record = dict(case, step="time", shape=list(TIME_SHAPE), impl=name)
+        try:
+            ms = triton.testing.do_bench(lambda: fn(q, k, v, o, lse, do), warmup=25, rep=200, return_mode="median")
+            record.update(ms=ms, tflops=_flops(TIME_SHAPE, head_dim, causal) / ms * 1e-9)
+        except Exception as exc:
+            record["error"] = _error_head(exc)
+        _emit(record)
+    record = dict(case, step="time", shape=list(TIME_SHAPE), impl="cudnn")
+    try:
+        qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+
+            def cudnn_bwd():
+                return torch.autograd.grad(out, (qg, kg, vg), do, retain_graph=True)
+
+            ms = triton.testing.do_bench(cudnn_bwd, warmup=25, rep=200, return_mode="median")
+        record.update(ms=ms, tflops=_flops(TIME_SHAPE, head_dim, causal) / ms * 1e-9)
+    except Exception as exc:
+        record["error"] = _error_head(exc)
+    _emit(record)
+
+
+# ----------------------------------------------------------------------------------------------
+# parent
+# ----------------------------------------------------------------------------------------------
+def run_child(head_dim: int, causal: bool) -> tuple[list[dict], str | None]:
+    """The case's records, and why it ended early (a time-out, a crash) or None."""
+    cmd = [sys.executable, __file__, "--case", str(head_dim), str(int(causal))]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=ROOT)
+        out, problem = proc.stdout, None
+        if proc.returncode != 0:
+            problem = f"exit {proc.returncode}: " + "\n".join(proc.stderr.strip().splitlines()[-ERROR_LINES:])
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        problem = f"timed out after {CHILD_TIMEOUT_S} s (a hang?) at the step after the last record"
+    records = [json.loads(line[len("RECORD "):]) for line in out.splitlines() if line.startswith("RECORD ")]
+    print(f"case D{head_dim} {'causal' if causal else 'full'}: {len(records)} records in "
+          f"{time.monotonic() - start:.0f} s" + (f"; {problem}" if problem else ""), flush=True)
+    for record in records:
+        if "error" in record:
+            print(f"  {record['impl']} {record['step']} {record['shape']} FAILED:\n    "
+                  + record["error"].replace("\n", "\n    "), flush=True)
+    return records, problem
+
+
+def _case_name(record: dict) -> str:
+    return f"D{record['D']} {'causal' if record['causal'] else 'full'}"
+
+
+def print_tables(records: list[dict]) -> None:
+    print("\naccuracy (bf16): max abs difference of dq / dk / dv from triton_backward; at the small shape "
+          "also against float32 SDPA (triton's own error beside it)")
+    print(f"{'case':<13}{'shape':<12}{'impl':<14}{'vs triton dq/dk/dv':>30}{'NaNs':>6}"
+          f"{'vs fp32 dq/dk/dv':>30}{'triton vs fp32':>30}")
+
+    def triple(d):
+        return "/".join(f"{d[g]:.1e}" for g in GRADS) if d else ""
+
+    for r in (r for r in records if r["step"] == "check"):
+        shape = "x".join(map(str, r["shape"]))
+        if "error" in r:
+            print(f"{_case_name(r):<13}{shape:<12}{r['impl']:<14} FAILED ({r['error'].splitlines()[-1][:70]})")
+            continue
+        print(f"{_case_name(r):<13}{shape:<12}{r['impl']:<14}{triple(r['diff']):>30}{sum(r['nans'].values()):>6}"
+              f"{triple(r.get('vs_fp32')):>30}{triple(r.get('triton_vs_fp32')):>30}")
+    shape = "x".join(map(str, TIME_SHAPE))
+    print(f"\nbackward TFLOP/s at {shape} bf16 (do_bench median, L2 cleared)")
+    print(f"{'case':<14}" + "".join(f"{name:>14}" for name in TIMED) + f"{'gluon/cudnn':>13}{'gluon/triton':>13}")
+    for head_dim in HEAD_DIMS:
+        for causal in (False, True):
+            row = {r["impl"]: r for r in records
+                   if r["step"] == "time" and r["D"] == head_dim and r["causal"] == causal}
+            cells = [f"{row[n]['tflops']:.1f}" if "tflops" in row.get(n, {}) else ("error" if n in row else "-")
+                     for n in TIMED]
+            best = max((row[n]["tflops"] for n in GLUON_VARIANTS if "tflops" in row.get(n, {})), default=None)
+
+            def ratio(peer):
+                return f"{best / row[peer]['tflops']:.2f}" if best and "tflops" in row.get(peer, {}) else "-"
+
+            print(f"{'D%d %s' % (head_dim, 'causal' if causal else 'full'):<14}"
+                  + "".join(f"{c:>14}" for c in cells) + f"{ratio('cudnn'):>13}{ratio('triton'):>13}")
+
+
+def main_device(out: Path) -> int:
+    env = environment()
+    print(env, flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    records, problems = [], {}
+    start = time.monotonic()
+    for head_dim in HEAD_DIMS:
+        for causal in (False, True):
+            name = f"D{head_dim} {'causal' if causal else 'full'}"
+            if time.monotonic() - start > TOTAL_BUDGET_S:
+                problems[name] = "skipped: the run's time budget was spent"
+                print(f"case {name}: {problems[name]}", flush=True)
+                continue
+            case_records, problem = run_child(head_dim, causal)
+            records += case_records
+            if problem:
+                problems[name] = problem
+            # written after every case, so that a run stopped from outside keeps what it measured
+            (out / "results.json").write_text(json.dumps(dict(env=env, records=records, problems=problems),
+                                                         indent=1))
+    print_tables(records)
+    print(f"\nwrote {out / 'results.json'}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# compile only (no GPU)
+# ----------------------------------------------------------------------------------------------
+def main_compile_only(out: Path) -> int:
+    """sm_90a cubins of every case and both dQ variants: shared memory, ptxas's registers and spills
+    (the launch bound; setmaxnreg raises the consumers), the highest register the SASS names."""
+    import torch
+    import triton
+
+    from kernels import flash_attention_gluon_bwd as gb
+
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"triton {triton.__version__}")
+    print(f"{'case':<28}" + COMPILED_HEADER)
+    failures = 0
+    for head_dim in HEAD_DIMS:
+        for causal in (False, True):
+            for dtype in (torch.bfloat16, torch.float16):
+                for name_suffix, atomic in (("", False), (" atomic", True)):
+                    tiles = dataclasses.replace(gb.tiles_for(head_dim, causal), dq_atomic=atomic)
+                    name = f"D{head_dim} {'causal' if causal else 'full'} {str(dtype)[6:]}{name_suffix}"
+                    try:
+                        kernel = gb.compile_only(head_dim, causal, dtype, tiles=tiles)
+                    except Exception as exc:
+                        failures += 1
+                        print(f"{name:<28} FAILED: {_error_head(exc)}")
+                        continue
+                    print(f"{name:<28}" + compiled_line(kernel, out / name.replace(" ", "_")), flush=True)
+    return 1 if failures else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "scratch/gluon_bwd")))
+    parser.add_argument("--compile-only", action="store_true", help="no GPU: compile for sm_90a and report")
+    parser.add_argument("--case", nargs=2, type=int, metavar=("HEAD_DIM", "CAUSAL"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        run_case(args.case[0], bool(args.case[1]))
+        return 0
+    if args.compile_only:
+        return main_compile_only(args.out)
+    return main_device(args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
