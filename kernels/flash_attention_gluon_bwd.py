@@ -3,15 +3,17 @@
 One program owns ``CONSUMERS * block_n`` keys of one (batch, head) and runs three partitions
 (``gl.warp_specialize``), as the forward (``flash_attention_gluon``) does:
 
-- a loader warp: each consumer's K and V tiles once, then Q and dO tiles of ``block_m`` queries by
-  TMA through a ``stages``-deep shared-memory ring (a "ready" mbarrier each for Q and dO, so S can
-  start before dO lands, and one "empty" mbarrier a slot, one arrival per consumer);
+- a loader warp: each consumer's K and V tiles once, then Q with its lse rows and dO with its delta
+  rows (``block_m`` queries) by TMA through a ``stages``-deep shared-memory ring (a "ready" mbarrier
+  each for Q and dO, so S can start before dO lands, and one "empty" mbarrier a slot, one arrival
+  per consumer);
 - two consumer warpgroups, each owning ``block_n`` (64) keys, computing in the transposed (key-major)
   form so that no product needs P or dS transposed out of registers:
   S^T = K Q^T and dP^T = V dO^T by async ``warpgroup_mma`` from shared memory,
   P^T = exp2(S^T * scale*log2(e) - lse), dS^T = P^T (dP^T - delta) in float32 registers,
-  dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A operands, and
-  dQ_partial = dS K with dS^T written to shared memory and read back transposed (A operand).
+  dV += P^T dO (issued before dP^T is waited for) and dK += dS^T Q with P^T and dS^T as register
+  A operands, and dQ_partial = dS K with dS^T written to shared memory and read back transposed
+  (A operand), in ``dq_split`` column pieces (D128: two, so that no accumulator spills).
 
 dQ partials leave by a TMA reduce-add (``cp.reduce.async.bulk.tensor``, FA3's way) into a float32
 (B*H*N, D) accumulator, then one cast; ``DQ_ATOMIC`` variants add them with ``gl.atomic_add``
@@ -81,7 +83,7 @@ class Tiles:
     def smem_bytes(self, head_dim: int, element_bytes: int = 2) -> int:
         """Shared memory of the tiles: K, V, the Q/dO ring, each consumer's dS^T and dQ staging."""
         kv = 2 * self.keys * head_dim * element_bytes
-        ring = 2 * self.stages * self.block_m * head_dim * element_bytes
+        ring = 2 * self.stages * self.block_m * (head_dim * element_bytes + 4)  # + lse, delta rows
         ds = CONSUMERS * self.block_n * self.block_m * element_bytes
         dq = 0 if self.dq_atomic else CONSUMERS * self.block_m * head_dim * 4
         return kv + ring + ds + dq
@@ -292,8 +294,7 @@ def _consumer(k_tile, v_tile, kv_bar, ds_smem, dq_smem, ring, dq_desc, dk_desc, 
 # ----------------------------------------------------------------------------------------------
 @gluon.jit
 def attn_bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, lse_desc, delta_desc, DQ, qk_scale,
-                    sm_scale,
-                    N, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                    sm_scale, N, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                     LOADER_REGS: gl.constexpr, DQ_ATOMIC: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
@@ -353,7 +354,8 @@ def attn_bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, 
         (_consumer, (k_smem.index(1), v_smem.index(1), kv_bars.index(1), ds_smem.index(1), dq_smem1, ring,
                      dq_desc, dk_desc, dv_desc, DQ, kv_row + BLOCK_N, q_row0, q_pos0, kv_pos + BLOCK_N,
                      n_blocks, qk_scale, sm_scale, CAUSAL, SKIP1, DQ_ATOMIC)),
-        (_loader, (q_desc, do_desc, k_desc, v_desc, lse_desc, delta_desc, k_smem, v_smem, kv_bars, ring, kv_row, q_row0, n_blocks)),
+        (_loader, (q_desc, do_desc, k_desc, v_desc, lse_desc, delta_desc, k_smem, v_smem, kv_bars, ring, kv_row,
+                   q_row0, n_blocks)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
     for c in gl.static_range(2):
@@ -391,8 +393,8 @@ def descriptors(q, k, v, do, dq_acc, dk, dv, lse, delta, head_dim: int, tiles: T
         return TensorDescriptor.from_tensor(t.view(-1), [tiles.block_m], layout)
 
     m, n = tiles.block_m, tiles.block_n
-    return (desc(q, m), desc(k, n), desc(v, n), desc(do, m), desc(dq_acc, m, head_dim // tiles.dq_split), desc(dk, n), desc(dv, n), rows(lse),
-            rows(delta))
+    return (desc(q, m), desc(k, n), desc(v, n), desc(do, m), desc(dq_acc, m, head_dim // tiles.dq_split),
+            desc(dk, n), desc(dv, n), rows(lse), rows(delta))
 
 
 def _constexprs(tiles: Tiles, causal: bool) -> dict:
