@@ -18,14 +18,10 @@ TFLOP/s = 2.5 * 4*B*H*N^2*D (halved when causal) / time.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
-import os
-import subprocess
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -33,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gluon_fwd_bench import COMPILED_HEADER, compiled_line, environment  # noqa: E402
+from gluon_fwd_bench import COMPILED_HEADER, child_case, cli, compiled_line, run_cases  # noqa: E402
 
 CHECK_SHAPES = ((2, 4, 1024), (4, 16, 4096))
 TIME_SHAPE = (4, 16, 4096)
@@ -150,25 +146,7 @@ def run_case(head_dim: int, causal: bool) -> None:
 # parent
 # ----------------------------------------------------------------------------------------------
 def run_child(head_dim: int, causal: bool) -> tuple[list[dict], str | None]:
-    """The case's records, and why it ended early (a time-out, a crash) or None."""
-    cmd = [sys.executable, __file__, "--case", str(head_dim), str(int(causal))]
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=ROOT)
-        out, problem = proc.stdout, None
-        if proc.returncode != 0:
-            problem = f"exit {proc.returncode}: " + "\n".join(proc.stderr.strip().splitlines()[-ERROR_LINES:])
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        problem = f"timed out after {CHILD_TIMEOUT_S} s (a hang?) at the step after the last record"
-    records = [json.loads(line[len("RECORD "):]) for line in out.splitlines() if line.startswith("RECORD ")]
-    print(f"case D{head_dim} {'causal' if causal else 'full'}: {len(records)} records in "
-          f"{time.monotonic() - start:.0f} s" + (f"; {problem}" if problem else ""), flush=True)
-    for record in records:
-        if "error" in record:
-            print(f"  {record['impl']} {record['step']} {record['shape']} FAILED:\n    "
-                  + record["error"].replace("\n", "\n    "), flush=True)
-    return records, problem
+    return child_case(__file__, head_dim, causal, CHILD_TIMEOUT_S, ERROR_LINES)
 
 
 def _case_name(record: dict) -> str:
@@ -210,28 +188,7 @@ def print_tables(records: list[dict]) -> None:
 
 
 def main_device(out: Path) -> int:
-    env = environment()
-    print(env, flush=True)
-    out.mkdir(parents=True, exist_ok=True)
-    records, problems = [], {}
-    start = time.monotonic()
-    for head_dim in HEAD_DIMS:
-        for causal in (False, True):
-            name = f"D{head_dim} {'causal' if causal else 'full'}"
-            if time.monotonic() - start > TOTAL_BUDGET_S:
-                problems[name] = "skipped: the run's time budget was spent"
-                print(f"case {name}: {problems[name]}", flush=True)
-                continue
-            case_records, problem = run_child(head_dim, causal)
-            records += case_records
-            if problem:
-                problems[name] = problem
-            # written after every case, so that a run stopped from outside keeps what it measured
-            (out / "results.json").write_text(json.dumps(dict(env=env, records=records, problems=problems),
-                                                         indent=1))
-    print_tables(records)
-    print(f"\nwrote {out / 'results.json'}")
-    return 0
+    return run_cases(out, run_child, print_tables, TOTAL_BUDGET_S)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -266,17 +223,7 @@ def main_compile_only(out: Path) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "scratch/gluon_bwd")))
-    parser.add_argument("--compile-only", action="store_true", help="no GPU: compile for sm_90a and report")
-    parser.add_argument("--case", nargs=2, type=int, metavar=("HEAD_DIM", "CAUSAL"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.case:
-        run_case(args.case[0], bool(args.case[1]))
-        return 0
-    if args.compile_only:
-        return main_compile_only(args.out)
-    return main_device(args.out)
+    return cli(__doc__, "scratch/gluon_bwd", run_case, main_compile_only, main_device)
 
 
 if __name__ == "__main__":

@@ -127,17 +127,23 @@ def run_case(head_dim: int, causal: bool) -> None:
 # parent
 # ----------------------------------------------------------------------------------------------
 def run_child(head_dim: int, causal: bool) -> tuple[list[dict], str | None]:
-    """The case's records, and why it ended early (a time-out, a crash) or None."""
-    cmd = [sys.executable, __file__, "--case", str(head_dim), str(int(causal))]
+    return child_case(__file__, head_dim, causal, CHILD_TIMEOUT_S, ERROR_LINES)
+
+
+def child_case(script: str, head_dim: int, causal: bool, timeout_s: float,
+               error_lines: int) -> tuple[list[dict], str | None]:
+    """One case of `script` (its --case) in a child process: its records, and why it ended early
+    (a time-out, a crash: the last `error_lines` of its stderr) or None."""
+    cmd = [sys.executable, script, "--case", str(head_dim), str(int(causal))]
     start = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=ROOT)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
         out, err, problem = proc.stdout, proc.stderr, None
         if proc.returncode != 0:
-            problem = f"exit {proc.returncode}: " + "\n".join(err.strip().splitlines()[-ERROR_LINES:])
+            problem = f"exit {proc.returncode}: " + "\n".join(err.strip().splitlines()[-error_lines:])
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        problem = f"timed out after {CHILD_TIMEOUT_S} s (a hang?) at the step after the last record"
+        problem = f"timed out after {timeout_s} s (a hang?) at the step after the last record"
     records = [json.loads(line[len("RECORD "):]) for line in out.splitlines() if line.startswith("RECORD ")]
     print(f"case D{head_dim} {'causal' if causal else 'full'}: {len(records)} records in "
           f"{time.monotonic() - start:.0f} s" + (f"; {problem}" if problem else ""), flush=True)
@@ -186,7 +192,9 @@ def environment() -> dict:
                 capability=list(torch.cuda.get_device_capability()), date=time.strftime("%Y-%m-%d %H:%M:%S"))
 
 
-def main_device(out: Path) -> int:
+def run_cases(out: Path, run_child, print_tables, budget_s: float) -> int:
+    """Every (head dim, causal) case in a child process (`run_child`), `results.json` under `out`
+    rewritten after each, cases not started within `budget_s` skipped; then `print_tables`."""
     env = environment()
     print(env, flush=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -195,7 +203,7 @@ def main_device(out: Path) -> int:
     for head_dim in HEAD_DIMS:
         for causal in (False, True):
             name = f"D{head_dim} {'causal' if causal else 'full'}"
-            if time.monotonic() - start > TOTAL_BUDGET_S:
+            if time.monotonic() - start > budget_s:
                 problems[name] = "skipped: the run's time budget was spent"
                 print(f"case {name}: {problems[name]}", flush=True)
                 continue
@@ -209,6 +217,10 @@ def main_device(out: Path) -> int:
     print_tables(records)
     print(f"\nwrote {out / 'results.json'}")
     return 0
+
+
+def main_device(out: Path) -> int:
+    return run_cases(out, run_child, print_tables, TOTAL_BUDGET_S)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -267,9 +279,10 @@ def main_compile_only(out: Path) -> int:
     return 1 if failures else 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "scratch/gluon_fwd")))
+def cli(doc: str, default_out: str, run_case, main_compile_only, main_device) -> int:
+    """The bench's command line: --out, --compile-only, and --case (a child's one case)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", default_out)))
     parser.add_argument("--compile-only", action="store_true", help="no GPU: compile for sm_90a and report")
     parser.add_argument("--case", nargs=2, type=int, metavar=("HEAD_DIM", "CAUSAL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -279,6 +292,10 @@ def main() -> int:
     if args.compile_only:
         return main_compile_only(args.out)
     return main_device(args.out)
+
+
+def main() -> int:
+    return cli(__doc__, "scratch/gluon_fwd", run_case, main_compile_only, main_device)
 
 
 if __name__ == "__main__":
