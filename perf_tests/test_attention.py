@@ -315,24 +315,26 @@ def test_triton_launches(direction, gpu_profile):
         assert sum(k_.calls for k_ in prof.find(r"attn_bwd_kernel")) == expected, prof.kernels
 
 
-#: Compiles the Gluon forward for sm_90a and prints, as JSON, each head dim's shared memory and an
-#: SM's: in a process of its own, as TRITON_INTERPRET=1 (the CPU run's) turns Triton's own
-#: reductions into interpreted code.
+#: Compiles the Gluon forward and the backward prototype for sm_90a and prints, as JSON, each
+#: kernel's shared memory and an SM's: in a process of its own, as TRITON_INTERPRET=1 (the CPU
+#: run's) turns Triton's own reductions into interpreted code.
 GLUON_COMPILE = """
 import json
-from kernels import flash_attention_gluon as fg
+from kernels import flash_attention_gluon as fg, flash_attention_gluon_bwd as fgb
 shared = {}
-for head_dim in (64, 128):
-    kernel = fg.compile_only(head_dim, causal=True)
-    assert kernel.asm["cubin"] and "wgmma" in kernel.asm["ptx"]
-    shared[head_dim] = kernel.metadata.shared
+for module in (fg, fgb):
+    for head_dim in (64, 128):
+        kernel = module.compile_only(head_dim, causal=True)
+        assert kernel.asm["cubin"] and "wgmma" in kernel.asm["ptx"]
+        shared[f"{module.__name__.rsplit('_', 1)[-1]} {head_dim}"] = kernel.metadata.shared
 print("gluon-compiled " + json.dumps({"shared": shared, "limit": fg.SM_SHARED_BYTES}))
 """
 
 
-def test_gluon_forward_compiles_for_hopper():
-    """The Hopper forward (kernels/flash_attention_gluon.py) compiles for sm_90a on any machine, its
-    rings within an SM's shared memory: a CPU catches an edit that breaks it."""
+def test_gluon_kernels_compile_for_hopper():
+    """The Hopper forward (kernels/flash_attention_gluon.py) and backward (..._bwd.py) compile for
+    sm_90a on any machine, their rings within an SM's shared memory: a CPU catches an edit that
+    breaks them."""
     pytest.importorskip("triton.experimental.gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", GLUON_COMPILE], env=env, capture_output=True, text=True,
@@ -340,4 +342,5 @@ def test_gluon_forward_compiles_for_hopper():
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("gluon-compiled "))
     report = json.loads(line.split(" ", 1)[1])
-    assert set(report["shared"]) == {"64", "128"} and max(report["shared"].values()) <= report["limit"]
+    assert set(report["shared"]) == {"gluon 64", "gluon 128", "bwd 64", "bwd 128"}
+    assert max(report["shared"].values()) <= report["limit"]
