@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
-from .core.counters import counters_of, merge_all
+from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Entry, Measured, Method, Result
 from .core.units import as_number, plural
@@ -259,13 +259,13 @@ def combined(records: list[Result]) -> Result:
     history = [r.stats.median_ms for r in records]
     clocks = [r.sm_clock_mhz for r in records if isinstance(r.sm_clock_mhz, int)]
     slowed = [as_number(r.slow_replay_us) or 0.0 for r in records]
-    counted = merge_all([counters_of(r) for r in records])  # only the rounds that counted carry them
+    counted = merge_all([r.counters for r in records])  # only the rounds that counted carry them
     last = records[-1]
     return replace(last, history=history, stats=replace(last.stats, median_ms=center(history)),
                    throttle=sorted({t for r in records for t in throttle_reasons(r)}),
                    sm_clock_mhz=statistics.median_high(clocks) if clocks else None,
                    slow_replay_us=statistics.median_high(slowed) or None,
-                   counters=counted.to_dict() if counted is not None else None)
+                   counters=counted)
 
 
 #: A stored entry's recordings pool into a graph-timed test's spread (`stored_spreads`) when it holds

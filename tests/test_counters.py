@@ -210,11 +210,11 @@ def test_counters_round_trip_as_whole_numbers_and_bad_ones_are_named() -> None:
 
 
 def test_a_recording_extends_the_counters_history_until_the_code_changes() -> None:
-    one, same, changed = (Entry(Statistics(1.0), counters={"instructions": [n]}) for n in (1000, 1000, 1500))
+    one, same, changed = (Entry(Statistics(1.0), counters=Counters.from_dict({"instructions": [n]})) for n in (1000, 1000, 1500))
     assert baseline_mod.merged_counters([one, same]).to_dict() == {"instructions": [1000, 1000]}
     assert baseline_mod.merged_counters([one, same, changed]).to_dict() == {"instructions": [1500]}  # starts anew
     assert baseline_mod.merged_counters([one, Entry(Statistics(1.0))]).to_dict() == {"instructions": [1000]}  # kept
-    many = [Entry(Statistics(1.0), counters={"instructions": [1000]})] * 15
+    many = [Entry(Statistics(1.0), counters=Counters.from_dict({"instructions": [1000]}))] * 15
     assert len(baseline_mod.merged_counters(many).values["instructions"]) == 10  # the history window
 
 
@@ -222,10 +222,10 @@ def test_saving_keeps_and_extends_counters_and_a_bad_entry_names_file_and_test(t
     device = {"key": "cpu-test", "name": "test"}
     path = tmp_path / "cpu-test.yaml"
     timed = Entry(Statistics(1.0), method="events", cache="cold", timing=TIMING_VERSION)
-    baseline_mod.save(path, device, {}, {"t.py::a": replace(timed, counters={"instructions": [7]})})
+    baseline_mod.save(path, device, {}, {"t.py::a": replace(timed, counters=Counters.from_dict({"instructions": [7]}))})
     baseline_mod.save(path, device, {}, {"t.py::a": timed})  # a timing-only recording
-    baseline_mod.save(path, device, {}, {"t.py::a": replace(timed, counters={"instructions": [7]})})
-    assert baseline_mod.load(path).entries["t.py::a"].counters == {"instructions": [7, 7]}
+    baseline_mod.save(path, device, {}, {"t.py::a": replace(timed, counters=Counters.from_dict({"instructions": [7]}))})
+    assert baseline_mod.load(path).entries["t.py::a"].counters == Counters.from_dict({"instructions": [7, 7]})
     text = path.read_text().replace("- 7", "- -7", 1)
     path.write_text(text)
     with pytest.raises(baseline_mod.BaselineError, match=r"cpu-test.yaml: entry 't.py::a': counter 'instructions'"):
@@ -327,7 +327,7 @@ def test_a_roofline_per_group_places_each_result_by_its_measured_intensity(tmp_p
     pytest.importorskip("matplotlib")
     from pytest_gpuperf.report.roofline import intensity, write_rooflines
 
-    counted = {"dram_read_bytes": [1e9], "dram_write_bytes": [1e9]}
+    counted = Counters.from_dict({"dram_read_bytes": [1e9], "dram_write_bytes": [1e9]})
     results = [
         Result(Identity("t.py::test_mm[triton-4096]", "test_mm", "triton-4096", "test_mm"), Statistics(3.3),
                flops=2e12, tflops=600.0, counters=counted),
@@ -350,24 +350,24 @@ def test_the_counting_process_runs_only_the_tests_that_use_gpu_benchmark(pyteste
 
 
 def test_merging_recordings_pools_their_counters() -> None:
-    timed = Entry(Statistics(1.0), method="events", cache="cold", timing=TIMING_VERSION, counters={"instructions": [7]})
+    timed = Entry(Statistics(1.0), method="events", cache="cold", timing=TIMING_VERSION, counters=Counters.from_dict({"instructions": [7]}))
     first = {"t.py::a": timed}
     second = {"t.py::a": replace(timed, stats=Statistics(1.01))}
     merged, _ = baseline_mod.combine([("one", first), ("two", second)])
-    assert merged["t.py::a"].counters == {"instructions": [7, 7]} and len(merged["t.py::a"].history) == 2
+    assert merged["t.py::a"].counters == Counters.from_dict({"instructions": [7, 7]}) and len(merged["t.py::a"].history) == 2
 
 
 def test_a_recording_whose_counters_say_the_code_changed_starts_the_time_history_anew() -> None:
     """A faster kernel saved over a slower one's entry: its median is not pooled with the old
     code's (which would set a center neither code runs at), and the merge says why."""
     old = Entry(Statistics(1.14), method="events", cache="cold", timing=TIMING_VERSION,
-                history=[1.13, 1.14, 1.15], counters={"instructions": [1000, 1000]})
-    new = replace(old, stats=Statistics(0.90), history=None, counters={"instructions": [730]})
+                history=[1.13, 1.14, 1.15], counters=Counters.from_dict({"instructions": [1000, 1000]}))
+    new = replace(old, stats=Statistics(0.90), history=None, counters=Counters.from_dict({"instructions": [730]}))
     merged, notes = baseline_mod.combine([("baseline", {"t.py::a": old}), ("this run", {"t.py::a": new})])
     entry = merged["t.py::a"]
     assert entry.stats.median_ms == pytest.approx(0.90) and entry.history == [0.9]
-    assert entry.counters == {"instructions": [730]} and any("code changed" in n for n in notes)
-    same = replace(new, counters={"instructions": [1000]})  # the same code, measured faster: pooled
+    assert entry.counters == Counters.from_dict({"instructions": [730]}) and any("code changed" in n for n in notes)
+    same = replace(new, counters=Counters.from_dict({"instructions": [1000]}))  # the same code, measured faster: pooled
     merged, _ = baseline_mod.combine([("baseline", {"t.py::a": old}), ("this run", {"t.py::a": same})])
     assert len(merged["t.py::a"].history) == 4
 
@@ -377,14 +377,14 @@ def test_saving_a_recording_whose_counters_say_the_code_changed_starts_the_time_
     merge does; a recording of the same code extends them."""
     device, path = {"key": "cpu-test", "name": "test"}, tmp_path / "cpu-test.yaml"
     old = Entry(Statistics(1.14), method="events", cache="cold", timing=TIMING_VERSION, peak_memory_bytes=100,
-                history=[1.13, 1.14, 1.15], drift=0.05, counters={"instructions": [1000, 1000]})
+                history=[1.13, 1.14, 1.15], drift=0.05, counters=Counters.from_dict({"instructions": [1000, 1000]}))
     baseline_mod.save(path, device, {}, {"t.py::a": old})
     new = replace(old, stats=Statistics(0.90), history=None, drift=None, peak_memory_bytes=80,
-                  counters={"instructions": [730]})
+                  counters=Counters.from_dict({"instructions": [730]}))
     baseline_mod.save(path, device, {}, {"t.py::a": new})
     entry = baseline_mod.load(path, "cpu-test").entries["t.py::a"]
     assert entry.stats.median_ms == pytest.approx(0.90) and entry.history == [0.9]
-    assert entry.peak_memory_bytes == 80 and entry.drift is None and entry.counters == {"instructions": [730]}
+    assert entry.peak_memory_bytes == 80 and entry.drift is None and entry.counters == Counters.from_dict({"instructions": [730]})
     baseline_mod.save(path, device, {}, {"t.py::a": replace(new, stats=Statistics(0.92))})  # the same code
     assert baseline_mod.load(path, "cpu-test").entries["t.py::a"].history == [0.9, 0.92]
 
@@ -394,11 +394,11 @@ def test_the_summary_says_what_the_counters_decided_or_why_not() -> None:
 
     undecided = result({"verdict": "same", "detects": 0.3, "threshold": 0.05})
     decided = replace(undecided, judgement=replace(undecided.judgement, counter_verdict="same"),
-                      counters={"instructions": [1]})
+                      counters=Counters.from_dict({"instructions": [1]}))
     assert verdict_text(decided) == "same?, same work" and "1 undecided" in summary_counts([decided])
     assert counters_line([decided, result({"verdict": "same", "counter_verdict": "more"})]) == (
         "gpuperf: 1 test undecided by time; counters judged 2 tests (1 more work, 1 same work) and decided 1 of the 1")
-    assert "baseline holds no counters" in counters_line([replace(undecided, counters={"instructions": [1]})])
+    assert "baseline holds no counters" in counters_line([replace(undecided, counters=Counters.from_dict({"instructions": [1]}))])
     assert "--gpuperf-counters decides them" in counters_line([undecided])
     assert counters_line([result({"verdict": "same", "detects": 0.01, "threshold": 0.05})]) is None
 
@@ -436,7 +436,7 @@ def test_the_counting_process_leaves_out_what_stops_it_or_picks_other_tests(tmp_
 def test_a_noisy_counter_extends_its_history_and_a_code_change_starts_it_anew() -> None:
     from pytest_gpuperf.core.counters import code_changed
 
-    noisy = [Entry(Statistics(1.0), counters={"instructions": [n], "launches": [1]})
+    noisy = [Entry(Statistics(1.0), counters=Counters.from_dict({"instructions": [n], "launches": [1]}))
              for n in (1_000_000, 1_006_000, 1_000_000)]
     history = baseline_mod.merged_counters(noisy)
     assert history.to_dict()["instructions"] == [1_000_000, 1_006_000, 1_000_000]

@@ -197,3 +197,40 @@ def test_one_sample_statistics_are_unbounded_and_survive_every_file(tmp_path) ->
     assert json.loads(js.read_text())["benchmarks"][0]["extra_info"]["ci_ms"] == [None, None]
     (back,) = results.load_results(js)[1]
     assert back.stats.ci_ms == UNBOUNDED and back.stats.samples == 1 and back.stats.data == (300.0,)
+
+
+def test_counters_travel_as_a_counters_record_and_are_plain_lists_only_in_the_files(tmp_path) -> None:
+    """A result's and an entry's counters are one core.counters.Counters, built where they are counted
+    or read; the plain record, the results JSON and the baseline YAML hold counter -> list of numbers."""
+    import yaml
+
+    from pytest_gpuperf.core.counters import Counters
+    from pytest_gpuperf.core.records import Entry, Identity, Result, Statistics
+    from pytest_gpuperf.store import baseline, results
+
+    plain = {"instructions": [1000], "dram_read_bytes": [4096], "occupancy_pct": [87.5]}
+    counted = Counters.from_dict(plain)
+    r = Result(Identity.of_nodeid("t.py::test_k[a]"), Statistics(1.0, samples=3, noise=0.01), method="events",
+               cache="cold", timing=1, counters=counted)
+    entry = Entry.of(r)
+    r.baseline = entry
+    assert isinstance(entry.counters, Counters) and entry.counters == counted
+    record = r.to_dict()
+    assert record["counters"] == plain and record["baseline"]["counters"] == plain
+    back = Result.from_dict(record)
+    assert back.counters == counted == back.baseline.counters and isinstance(back.baseline.counters, Counters)
+    assert entry.to_dict()["counters"] == plain and Entry.from_dict(entry.to_dict()).counters == counted
+
+    path = tmp_path / "k.yaml"
+    baseline.save(path, {"key": "k"}, {}, {r.id.nodeid: r})
+    assert yaml.safe_load(path.read_text())["entries"][r.id.nodeid]["counters"] == plain
+    assert baseline.load(path).entries[r.id.nodeid].counters == counted
+
+    js = tmp_path / "r.json"
+    results.write_json(js, [r], {"key": "k"}, {}, "2026-01-01T00:00:00")
+    extra = json.loads(js.read_text())["benchmarks"][0]["extra_info"]
+    assert extra["counters"] == plain and extra["baseline_counters"] == plain
+    (loaded,) = results.load_results(js)[1]
+    assert loaded.counters == counted and loaded.baseline.counters == counted
+    with pytest.raises(ValueError, match="counter 'instructions'"):
+        Result.from_dict(dict(record, counters={"instructions": ["lots"]}))

@@ -8,6 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from pytest_gpuperf.core.counters import Counters
 from pytest_gpuperf.core.records import Entry
 from pytest_gpuperf.store import baseline
 
@@ -20,8 +21,8 @@ entries = dict(stored.entries)
 for nodeid, counters in counted.items():
     if nodeid in entries:
         entry = entries[nodeid]
-        merged = baseline.merged_counters([entry, Entry(entry.stats, counters=counters)])
-        entries[nodeid] = replace(entry, counters=merged.to_dict() if merged is not None else None)
+        merged = baseline.merged_counters([entry, Entry(entry.stats, counters=Counters.from_dict(counters))])
+        entries[nodeid] = replace(entry, counters=merged)
 baseline.save(path, stored.device, stored.software, entries, keep_others=False)
 missing = sorted(set(entries) - set(counted))
 print(f"{path}: counters for {len(set(counted) & set(entries))} of {len(entries)} entries; "

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .noise import HISTORY_WINDOW
-from .records import Entry, Result
 from .units import as_number, fmt_bytes, fmt_change
 
 
@@ -83,9 +82,9 @@ class Counters:
     @classmethod
     def from_dict(cls, data: Any) -> "Counters | None":
         """Counters from a stored mapping (counter -> number or list of numbers); None when there are
-        none. ValueError names the first bad counter."""
-        if data is None:
-            return None
+        none, and counters as they are. ValueError names the first bad counter."""
+        if data is None or isinstance(data, Counters):
+            return data
         if not isinstance(data, Mapping):
             raise ValueError(f"counters must be a mapping of counter name -> values, got {data!r}")
         out: dict[str, tuple[float, ...]] = {}
@@ -121,14 +120,6 @@ class Counters:
         names = list(self.values) + [n for n in newer.values if n not in self.values]
         return Counters({n: tuple([*self.values.get(n, ()), *newer.values.get(n, ())][-HISTORY_WINDOW:])
                          for n in names})
-
-
-def counters_of(record: Result | Entry) -> Counters | None:
-    """A record's counters; None where it has none or they cannot be read (the stores validate)."""
-    try:
-        return Counters.from_dict(record.counters)
-    except ValueError:
-        return None
 
 
 def code_changed(old: Counters, new: Counters) -> bool:

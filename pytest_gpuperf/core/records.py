@@ -12,6 +12,8 @@ import math
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
+from .counters import Counters
+
 
 #: NVML clock-event reasons of a thermal or hardware slowdown: the GPU, not the load, held the clocks
 #: down. A power cap under a heavy matmul is the card working as designed, so it is not one of them.
@@ -225,7 +227,7 @@ class Result:
     throttle: list[str] = field(default_factory=list, metadata=_json(15))
     loaded: bool = field(default=False, metadata=_json(33))  # sampled in an unbroken loop (power cap)
     slow_replay_us: float | None = field(default=None, metadata=_json(34))  # graph replays this much slower per node than fresh
-    counters: dict[str, list[float]] | None = field(default=None, metadata=_json(35))  # core.counters.Counters
+    counters: Counters | None = field(default=None, metadata=_json(35))  # per counter, its value in each counted call
     warnings: list[str] = field(default_factory=list, metadata=_json(25))
     wall_s: float = field(default=0.0, metadata=_json(26))
     measured_s: float = field(default=0.0, metadata=_json(27))
@@ -256,6 +258,7 @@ class Result:
             if f.name in _PARTS or (f.metadata.get("stored") and value is None):
                 continue
             out[f.name] = value
+        out["counters"] = _plain_counters(self.counters)
         out["baseline"] = self.baseline.to_dict() if self.baseline is not None else None
         if self.judgement is not None:
             out.update(asdict(self.judgement))
@@ -264,8 +267,9 @@ class Result:
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "Result":
         """A Result from a plain record; unknown keys are ignored, missing ones take their defaults (a
-        judgement only where the record holds a verdict)."""
+        judgement only where the record holds a verdict). ValueError names a bad counter."""
         own = {f.name: record[f.name] for f in fields(cls) if f.name in record and f.name not in _PARTS}
+        own["counters"] = Counters.from_dict(record.get("counters"))
         if isinstance(own.get("baseline"), dict):
             own["baseline"] = Entry.from_dict(own["baseline"])
         judged = record.get("verdict") is not None
@@ -308,7 +312,7 @@ class Entry:
     slow_replay_us: float | None = None  # the process replayed graphs this much slower per node than a fresh one
     group: str | None = None  # the marker's group, for `gpuperf show`
     wall_s: float | None = None  # seconds its latest recording spent measuring: what shards split by
-    counters: dict[str, list[float]] | None = None  # per hardware counter, its value in each recent recording
+    counters: Counters | None = None  # per hardware counter, its value in each recent recording
     history: list[float] | None = None  # the median of each recent recording, oldest first (core.noise)
     peak_memory_history: list[int] | None = None  # the peak memory of each recent recording, oldest first
     drift: float | None = None  # schema 1 only: the range of the medians merged into it (largest / smallest - 1)
@@ -320,6 +324,7 @@ class Entry:
         out = {k: getattr(stats, k) for k in STORED_STATISTICS}
         out["ci_ms"] = stats.ci_ms.to_list() if stats.ci_ms is not None and stats.ci_ms.bounded else None
         out.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "stats")
+        out["counters"] = _plain_counters(self.counters)
         for optional in ("history", "peak_memory_history", "drift", "peak", "above_peak", "slow_replay_us", "counters",
                          "wall_s"):
             if out[optional] is None:
@@ -338,9 +343,16 @@ class Entry:
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "Entry":
-        """An Entry from a stored mapping or a result record (other keys are ignored)."""
-        return cls(Statistics.from_dict(record, STORED_STATISTICS),
-                   **{f.name: record[f.name] for f in fields(cls) if f.name in record and f.name != "stats"})
+        """An Entry from a stored mapping or a result record (other keys are ignored). ValueError names
+        a bad counter."""
+        own = {f.name: record[f.name] for f in fields(cls) if f.name in record and f.name != "stats"}
+        own["counters"] = Counters.from_dict(record.get("counters"))
+        return cls(Statistics.from_dict(record, STORED_STATISTICS), **own)
+
+
+def _plain_counters(counters: Counters | None) -> dict[str, list[float | int]] | None:
+    """The counters as the files and the plain record hold them (counter -> list of values)."""
+    return counters.to_dict() if counters is not None else None
 
 
 #: What the gate compares (core.verdict): a result, or a stored entry.

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from . import noise
-from .counters import LESS, MORE, OTHER, CounterVerdict, counters_of, judge_counters
+from .counters import LESS, MORE, OTHER, CounterVerdict, judge_counters
 from .noise import ACROSS_MACHINES, ON_HOST, Prior
 from .records import SEVERE_THROTTLE, Judgement, Measured, Method, Result
 from .spread import MEDIAN_SE_FACTOR, level_shift
@@ -330,8 +330,8 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
 
 
 def judge_record_counters(base: Measured, now: Measured) -> CounterVerdict:
-    """The counters of two records judged; a side whose counters cannot be read has none."""
-    return judge_counters(counters_of(base), counters_of(now))
+    """The counters of two records judged."""
+    return judge_counters(base.counters, now.counters)
 
 
 def counters_text(work: CounterVerdict, time: str, clk_b: float | None, clk_n: float | None) -> str:
@@ -363,7 +363,7 @@ def _graph_nodes(base: Measured, now: Measured) -> tuple[float, str]:
     launches (the fewer of the two sides' where both were counted); where only the baseline was
     counted, its count, assuming the code launches what it recorded (unchanged code's launch counts
     were the same in every process); 1 where neither was."""
-    mine, stored = (c.center("launches") if c is not None else None for c in (counters_of(now), counters_of(base)))
+    mine, stored = (c.center("launches") if c is not None else None for c in (now.counters, base.counters))
     if mine is not None:
         return (mine if stored is None else min(mine, stored)), "counted"
     if stored is not None:

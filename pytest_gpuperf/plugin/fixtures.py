@@ -157,7 +157,7 @@ class GpuBenchmark:
             peak_memory_bytes=m.peak_memory_bytes, method=m.method, calls_per_sample=m.calls_per_sample,
             cache=m.cache, timing=TIMING_VERSION, node_gap_ms=m.node_gap_ms, sm_clock_mhz=m.sm_clock_mhz,
             throttle=m.throttle, loaded=m.loaded, slow_replay_us=m.slow_replay_us,
-            counters=counters.to_dict() if counters is not None else None, warnings=warnings,
+            counters=counters, warnings=warnings,
             wall_s=m.wall_s, measured_s=m.measured_s,
         )
 

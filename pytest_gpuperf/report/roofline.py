@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.counters import counters_of
 from ..core.peak_names import COPY_PEAK
 from ..core.records import Result
 from ..core.units import as_number
@@ -20,7 +19,7 @@ def intensity(record: Result) -> float | None:
     """FLOP per DRAM byte of a result: its declared flops over the bytes its kernels read and wrote
     (None without flops or counters)."""
     flops = as_number(record.flops)
-    counters = counters_of(record)
+    counters = record.counters
     if not flops or counters is None:
         return None
     moved = (counters.center("dram_read_bytes") or 0.0) + (counters.center("dram_write_bytes") or 0.0)

@@ -42,7 +42,7 @@ import yaml
 
 from ..core import noise, records
 from ..core.records import Entry, Measured
-from ..core.counters import Counters, code_changed, counters_of
+from ..core.counters import Counters, code_changed, merge_all
 from ..core.files import atomic_write_text, file_mode, lock_file
 from ..core.plain import plain
 from ..core.units import plural
@@ -142,7 +142,7 @@ def since_code_change(entries: list[Entry]) -> list[Entry]:
     counters cannot tell, and continue the history they are in."""
     start, seen = 0, None
     for i, entry in enumerate(entries):
-        counters = counters_of(entry)
+        counters = entry.counters
         if counters is None:
             continue
         if seen is not None and code_changed(seen, counters):
@@ -155,18 +155,12 @@ def since_code_change(entries: list[Entry]) -> list[Entry]:
 def merged_counters(entries: list[Entry]) -> Counters | None:
     """The counters of several recordings of one test, oldest first, as one history: those since
     the code last changed (`since_code_change`); smaller moves extend the allowed spread."""
-    out: Counters | None = None
-    for entry in since_code_change(entries):
-        counters = counters_of(entry)
-        if counters is not None:
-            out = counters if out is None else out.merged(counters)
-    return out
+    return merge_all([entry.counters for entry in since_code_change(entries)])
 
 
 def _with_counters(entry: Entry, recordings: list[Entry]) -> Entry:
     """`entry` holding the merged counters of `recordings` (none: no counters)."""
-    counters = merged_counters(recordings)
-    entry.counters = counters.to_dict() if counters is not None else None
+    entry.counters = merged_counters(recordings)
     return entry
 
 

@@ -8,7 +8,6 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..core.counters import Counters
 from ..core.files import atomic_write_text
 from ..core.plain import plain
 from ..core.records import JSON_EXTRA_KEYS, Result, Statistics, nodeid_name, nodeid_param, record_group
@@ -136,8 +135,8 @@ def benchmark_json(results: list[Result], device: dict, software: dict, started_
             extra["baseline_median_ms"] = base.stats.median_ms
             # the medians it was judged from: an entry's recordings, or the base side's A/B rounds
             extra["baseline_history"] = base.history
-            if base.counters:
-                extra["baseline_counters"] = base.counters
+            if base.counters is not None:
+                extra["baseline_counters"] = base.counters.to_dict()
         extra["median_ms"] = r.stats.median_ms
         extra["device"] = (device or {}).get("key")
         benches.append({
@@ -221,16 +220,15 @@ def _from_benchmark(path: Path, b: Any, index: int) -> Result:
     for k in JSON_EXTRA_KEYS:
         if k in extra and k not in ("noise",):
             rec[k] = extra[k]
-    try:
-        Counters.from_dict(rec.get("counters"))
-    except ValueError as exc:
-        raise ValueError(f"{path}: benchmark {fullname!r}: {exc}") from None
     if as_number(extra.get("baseline_median_ms")) is not None:  # what benchmark_json wrote of the entry
         rec["baseline"] = {"median_ms": extra["baseline_median_ms"], "history": extra.get("baseline_history"),
-                           **({"counters": extra["baseline_counters"]} if extra.get("baseline_counters") else {})}
+                           "counters": extra.get("baseline_counters")}
     if data_ms:
         rec["data"] = data_ms
-    return Result.from_dict(rec)
+    try:
+        return Result.from_dict(rec)
+    except ValueError as exc:  # a bad counter
+        raise ValueError(f"{path}: benchmark {fullname!r}: {exc}") from None
 
 
 def load_results(path: Path) -> tuple[dict | None, list[Result]]:
