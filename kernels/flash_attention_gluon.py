@@ -124,17 +124,20 @@ def default_tiles(head_dim: int) -> Tiles:
     return Tiles(BLOCK_M, CONSUMERS, block_n, stages, PINGPONG, CONSUMER_REGS, LOADER_REGS)
 
 
-#: D64 without a mask: three 64-row consumers (FA3's layout for that head dim), 160 registers each
-#: (docs/kernels/flash_attention_gluon.md).
-D64_FULL_TILES = Tiles(64, 3, 128, 3, False, 160, 24)
 #: D64 sequences from SHORT_D64_FROM_N up to SHORT_D64_BELOW_N take the Triton kernel: its short
 #: key loops ran faster there (N 1,024), the Gluon kernel's at N 128 and from 2,048 on.
 SHORT_D64_FROM_N, SHORT_D64_BELOW_N = 256, 2048
+#: D64 without a mask from SHORT_D64_BELOW_N on: three 64-row consumers (FA3's layout for that head
+#: dim), 160 registers each; measured at N 4,096 only (docs/kernels/flash_attention_gluon.md), so
+#: shorter sequences keep the two-consumer tiles.
+D64_FULL_TILES = Tiles(64, 3, 128, 3, False, 160, 24)
 
 
-def tiles_for(head_dim: int, causal: bool) -> Tiles:
-    """The tiles ``forward`` runs without ``tiles``."""
-    return D64_FULL_TILES if head_dim == 64 and not causal else default_tiles(head_dim)
+def tiles_for(head_dim: int, causal: bool, n: int) -> Tiles:
+    """The tiles ``forward`` runs without ``tiles`` at sequence length ``n``."""
+    if head_dim == 64 and not causal and n >= SHORT_D64_BELOW_N:
+        return D64_FULL_TILES
+    return default_tiles(head_dim)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -420,7 +423,7 @@ def supported(q: torch.Tensor, causal: bool = False) -> bool:
     B, H, N, D = q.shape
     if D not in CONFIGS or q.dtype not in DTYPES or (D == 64 and SHORT_D64_FROM_N <= N < SHORT_D64_BELOW_N):
         return False
-    tiles = tiles_for(D, causal)
+    tiles = tiles_for(D, causal, N)
     return (torch.cuda.get_device_capability(q.device) == (9, 0) and tiles.takes(N)
             and tiles.problem(D, q.element_size()) is None)
 
@@ -449,12 +452,12 @@ def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool
             tiles: Tiles | None = None):
     """(o, lse) for contiguous q, k, v of shape (B, H, N, D) where ``supported``: lse float32
     (B, H, N) in base 2, as the Triton forward's. ``pingpong`` (default ``PINGPONG``): alternate the
-    consumers' MMAs. ``tiles`` (default ``tiles_for(D, causal)``, with ``pingpong`` if given): another
+    consumers' MMAs. ``tiles`` (default ``tiles_for(D, causal, N)``, with ``pingpong`` if given): another
     launch configuration, for sweeps; a ValueError when it cannot run this case."""
     B, H, N, D = q.shape
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    tiles = tiles or tiles_for(D, causal)
+    tiles = tiles or tiles_for(D, causal, N)
     if pingpong is not None:
         tiles = dataclasses.replace(tiles, pingpong=bool(pingpong))
     problem = tiles.problem(D, q.element_size()) or (None if tiles.takes(N) else
