@@ -156,9 +156,10 @@ class CudaTimer:
                 readings.append(read_clocks(self.index))  # with the last calls still running
                 shares.append(power_share(self.index))
                 elapsed = time.perf_counter() - started
-                clear = elapsed >= POWER_CAP_MIN_S and cap_clear(readings, shares)
+                may_end = elapsed >= POWER_CAP_MIN_S
+                clear = may_end and cap_clear(readings, shares)
                 if (elapsed >= POWER_CAP_WARMUP_S or len(host) >= MAX_WARMUP_CALLS or clear
-                        or (elapsed >= POWER_CAP_MIN_S and cap_settled(readings))):
+                        or (may_end and cap_settled(readings))):
                     break
             self.loaded = (seen and not clear) or readings[-1].power_limited
             self.torch.cuda.synchronize()
