@@ -10,7 +10,8 @@ backward q, k, v, o, dO, the float32 log-sum-exp, dQ, dK, dV). Work an implement
 its own temporaries are not counted.
 
 Implementations (``IMPLS``): ``triton`` (FlashAttention-2 style, ``flash_attention_triton.py``; on
-sm_90 its forward is the warp-specialized Gluon kernel of ``flash_attention_gluon.py`` where that takes the case),
+sm_90 its forward and backward are the warp-specialized Gluon kernels of ``flash_attention_gluon.py`` and
+``flash_attention_gluon_bwd.py`` where those take the case),
 ``torch_manual`` (materializes scores), SDPA with one backend forced (``torch_flash``,
 ``torch_cudnn``, ``torch_efficient``), ``compiled`` (``torch_manual`` compiled) and ``flex``.
 ``unavailable_reason`` says, before a call, why an impl cannot run a case here.
@@ -18,6 +19,7 @@ sm_90 its forward is the warp-specialized Gluon kernel of ``flash_attention_gluo
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import os
 from typing import Callable
@@ -259,34 +261,41 @@ def _check_inputs(q, k, v):
         raise ValueError(f"q, k, v must all be float16 or bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}")
 
 
+#: the Hopper Gluon kernels' modules (kernels/), forward and backward
+GLUON_FORWARD, GLUON_BACKWARD = "flash_attention_gluon", "flash_attention_gluon_bwd"
+
+
 @functools.cache
-def _gluon_hopper():
-    """The Gluon forward's module, or None where this Triton has no Gluon Hopper API (before 3.6)."""
+def _gluon_module(name: str):
+    """A Gluon kernel's module, or None where this Triton has no Gluon Hopper API (before 3.6)."""
     try:
-        from kernels import flash_attention_gluon
+        return importlib.import_module(f"kernels.{name}")
     except (ImportError, AttributeError, TypeError):
         return None
-    return flash_attention_gluon
 
 
-def gluon_takes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> bool:
-    """Does the Hopper Gluon forward (``flash_attention_gluon.py``) take this case? sm_90 only (its
-    module imports Gluon, so it is imported only there), with k and v like q and TMA-aligned."""
+def gluon_kernel(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, *others: torch.Tensor):
+    """The Hopper Gluon kernel module ``name`` (GLUON_FORWARD or GLUON_BACKWARD) if it takes this case,
+    else None: sm_90 only (the module imports Gluon, so it is imported only there), k and v like q,
+    they and ``others`` contiguous and TMA-aligned."""
     if INTERPRET or q.device.type != "cuda" or torch.cuda.get_device_capability(q.device) != (9, 0):
-        return False
-    gluon = _gluon_hopper()
-    return (gluon is not None and k.shape == v.shape == q.shape and k.is_contiguous() and v.is_contiguous()
-            and _tma_layout_ok(q, k, v) and gluon.supported(q, causal))
+        return None
+    gluon = _gluon_module(name)
+    takes = (gluon is not None and k.shape == v.shape == q.shape
+             and all(t.is_contiguous() for t in (k, v, *others)) and _tma_layout_ok(q, k, v, *others)
+             and gluon.supported(q, causal))
+    return gluon if takes else None
 
 
 def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None = None, config=None):
     """Launch the forward on contiguous q, k, v: returns (o, lse), lse in base 2, float32 (B, H, N).
 
-    The Gluon kernel where it takes the case (``gluon_takes``), unless ``use_tma`` or ``config``
+    The Gluon kernel where it takes the case (``gluon_kernel``), unless ``use_tma`` or ``config``
     asks for the Triton kernel: ``config`` (dict of BLOCK_M, BLOCK_N, num_warps, num_stages)
     overrides ``fwd_config``."""
-    if use_tma is None and not config and gluon_takes(q, k, v, causal):
-        return _gluon_hopper().forward(q, k, v, causal, sm_scale)
+    gluon = gluon_kernel(GLUON_FORWARD, q, k, v, causal) if use_tma is None and not config else None
+    if gluon:
+        return gluon.forward(q, k, v, causal, sm_scale)
     from kernels import flash_attention_triton as fat
 
     B, H, N, D = q.shape
@@ -311,7 +320,11 @@ def triton_forward(q, k, v, causal: bool, sm_scale: float, use_tma: bool | None 
 
 def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma: bool | None = None,
                     config=None, variant: str | None = None):
-    """dq, dk, dv from contiguous saved tensors and dO: a delta = rowsum(dO*O) preprocess, then
+    """dq, dk, dv from contiguous saved tensors and dO.
+
+    The Gluon kernel (``flash_attention_gluon_bwd.py``) where it takes the case (``gluon_kernel``),
+    unless ``use_tma``, ``config`` or ``variant`` asks for the Triton kernel: a delta = rowsum(dO*O)
+    preprocess, then
 
     - "split" (default): one launch of dK/dV programs (key block, loop over queries) and dQ
       programs (query block, loop over keys); no atomics, S and dP computed by both;
@@ -323,10 +336,14 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
     from kernels.common import sm_count
 
     B, H, N, D = q.shape
+    do = do.contiguous()
+    chosen = use_tma is None and config is None and variant is None
+    gluon = gluon_kernel(GLUON_BACKWARD, q, k, v, causal, o, do) if chosen else None
+    if gluon:
+        return gluon.backward(q, k, v, o, lse, do, causal, sm_scale)
     variant = variant or BWD_VARIANT
     if variant not in BWD_VARIANTS:
         raise ValueError(f"unknown backward variant {variant!r} (one of {BWD_VARIANTS})")
-    do = do.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     small = causal and small_grid(B * H, N, sm_count(q.device))
     if use_tma is None:

@@ -1,4 +1,4 @@
-"""A Hopper (sm_90a) FlashAttention backward in Gluon, FlashAttention-3 style (issue 47, prototype).
+"""A Hopper (sm_90a) FlashAttention backward in Gluon, FlashAttention-3 style.
 
 One program owns ``CONSUMERS * block_n`` keys of one (batch, head) and runs three partitions
 (``gl.warp_specialize``), as the forward (``flash_attention_gluon``) does:
@@ -12,23 +12,26 @@ One program owns ``CONSUMERS * block_n`` keys of one (batch, head) and runs thre
   S^T = K Q^T and dP^T = V dO^T by async ``warpgroup_mma`` from shared memory,
   P^T = exp2(S^T * scale*log2(e) - lse), dS^T = P^T (dP^T - delta) in float32 registers,
   dV += P^T dO (issued before dP^T is waited for) and dK += dS^T Q with P^T and dS^T as register
-  A operands, and dQ_partial = dS K with dS^T written to shared memory and read back transposed
-  (A operand), in ``dq_split`` column pieces (D128: two, so that no accumulator spills).
+  A operands (``dk_smem_a``: dS^T from shared memory), and dS^T written to shared memory for dQ.
 
-dQ partials leave by a TMA reduce-add (``cp.reduce.async.bulk.tensor``, FA3's way) into a float32
-(B*H*N, D) accumulator, then one cast; ``DQ_ATOMIC`` variants add them with ``gl.atomic_add``
-instead. Why this design: it keeps every product inside one kernel (2.5 forward-matmuls of work, where a
-separate dQ kernel, the Triton "two" variant, repeats S and dP: 3.5), needs no cross-warpgroup
-synchronisation (each consumer owns its keys, its dS buffer and its dQ staging buffer), and every
-piece (TMA loads into rings, async wgmma from shared memory and registers, ``setmaxnreg``) is one
-the forward already runs correctly on an H200. The TMA reduce-add is not in Gluon 3.6's Python API:
-``_tma_reduce_add`` calls the builder's ``create_async_tma_reduce`` (the op ``tl`` descriptors use for
-``atomic_add``); the atomic variant is the fallback should it misbehave.
+dQ = dS K. With ``dq_shared`` (the default) each consumer computes half of dQ's columns over both
+consumers' keys, reading both dS^T buffers once an mbarrier says both are stored (a second says
+both were read, before the next block's overwrite): each program adds every dQ element once per
+query block, half the global traffic of the other way, where each consumer adds a partial over its
+own keys (in ``dq_split`` column pieces: one 64x128 accumulator beside dK and dV spills). dQ leaves
+by a TMA reduce-add (``cp.reduce.async.bulk.tensor``, FA3's way) into a float32 (B*H*N, D)
+accumulator, then one cast; ``dq_atomic`` tiles add by ``gl.atomic_add`` instead (slower: 0.65-0.76x
+on an H200). Why this design: it keeps every product inside one kernel (2.5 forward-matmuls of
+work, where a separate dQ kernel, the Triton "two" variant, repeats S and dP: 3.5), and every piece
+(TMA loads into rings, async wgmma from shared memory and registers, ``setmaxnreg``) is one the
+forward runs. The TMA reduce-add is not in Gluon 3.6's Python API: ``_tma_reduce_add`` calls the
+builder's ``create_async_tma_reduce`` (the op ``tl`` descriptors use for ``atomic_add``).
 
 Inputs: the forward's o and float32 base-2 lse (B, H, N), and delta = rowsum(dO * O) from the Triton
 preprocess kernel (``flash_attention_triton.attn_bwd_delta_kernel``). Causal: a consumer's key
 block crosses the diagonal in one query block (masked); earlier query blocks it skips (waiting for
-their tiles and freeing the slot, so that the ring's phases stay in step). Limits (``supported``):
+their tiles and freeing the slot, so that the ring's phases stay in step), or with ``dq_shared``
+takes masked (the other consumer's dQ needs its zero dS there). Limits (``supported``):
 capability 9.0, head dim 64/128, bf16/fp16, contiguous (B, H, N, D), N a multiple of 128.
 """
 from __future__ import annotations
@@ -66,7 +69,9 @@ class Tiles:
     """One launch configuration: ``block_m`` queries per Q/dO tile, ``block_n`` keys per consumer
     warpgroup, ``stages`` ring slots, registers per thread after setmaxnreg for the consumers and the
     loader, ``dq_split``: dQ computed in that many column pieces (fewer registers), and
-    ``dq_atomic``: dQ partials by ``gl.atomic_add`` instead of a TMA reduce-add."""
+    ``dq_atomic``: dQ partials by ``gl.atomic_add`` instead of a TMA reduce-add, ``dq_shared``: each
+    consumer computes half of dQ's columns over both consumers' dS (half the global adds), ``dk_smem_a``:
+    dK's MMA reads dS^T from shared memory rather than registers."""
     block_m: int
     block_n: int
     stages: int
@@ -74,6 +79,13 @@ class Tiles:
     loader_regs: int
     dq_split: int = 1
     dq_atomic: bool = False
+    dq_shared: bool = False
+    dk_smem_a: bool = False
+
+    def dq_cols(self, head_dim: int) -> int:
+        """Columns of one dQ piece: with ``dq_shared`` each consumer's half over both consumers' keys,
+        else one of ``dq_split`` pieces over the consumer's own keys."""
+        return head_dim // (CONSUMERS if self.dq_shared else self.dq_split)
 
     @property
     def keys(self) -> int:
@@ -85,15 +97,16 @@ class Tiles:
         kv = 2 * self.keys * head_dim * element_bytes
         ring = 2 * self.stages * self.block_m * (head_dim * element_bytes + 4)  # + lse, delta rows
         ds = CONSUMERS * self.block_n * self.block_m * element_bytes
-        dq = 0 if self.dq_atomic else CONSUMERS * self.block_m * head_dim * 4
+        pieces = 1 if self.dq_shared else self.dq_split
+        dq = 0 if self.dq_atomic else CONSUMERS * pieces * self.block_m * self.dq_cols(head_dim) * 4
         return kv + ring + ds + dq
 
     def problem(self, head_dim: int, element_bytes: int = 2) -> str | None:
         """Why these tiles cannot run at ``head_dim``, or None."""
         if self.block_n != 64 or self.block_m not in (64, 128) or self.stages < 2:
             return f"block_n {self.block_n} not 64, block_m {self.block_m} not 64/128, or fewer than 2 stages"
-        if self.dq_split not in (1, 2) or (head_dim // self.dq_split) % 32:
-            return f"dq_split {self.dq_split} not 1/2 with pieces of a multiple of 32 columns"
+        if self.dq_split not in (1, 2) or self.dq_cols(head_dim) % 32 or (self.dq_shared and self.dq_split != 1):
+            return f"dq_split {self.dq_split} not 1/2 (1 with dq_shared) with pieces of a multiple of 32 columns"
         regs = (self.consumer_regs, self.loader_regs)
         if any(r % REG_STEP or not 24 <= r <= MAX_REGS for r in regs):
             return f"register counts {regs} not multiples of {REG_STEP} in 24..{MAX_REGS}"
@@ -109,9 +122,11 @@ class Tiles:
         return n > 0 and n % self.keys == 0 and n % self.block_m == 0
 
 
-#: per head dim: D128 holds 2 ring stages (3 would pass 227 KB with the float32 dQ staging) and
-#: computes dQ in two 64-column pieces (one 64x128 accumulator beside dK and dV spills)
-DEFAULT_TILES = {64: Tiles(64, 64, 3, 240, 24), 128: Tiles(64, 64, 2, 240, 24, dq_split=2)}
+#: per head dim, the fastest of the variants docs/kernels/gluon_bwd_bench.py times (H200, 2026-11-28;
+#: docs/kernels/flash_attention_gluon.md): both share dQ (half the global adds); D64 takes 128-query
+#: tiles (half the steps, 1.13-1.16x over 64 without a mask), D128 64 (two ring stages: three were
+#: slower)
+DEFAULT_TILES = {64: Tiles(128, 64, 2, 240, 24, dq_shared=True), 128: Tiles(64, 64, 2, 240, 24, dq_shared=True)}
 
 
 def tiles_for(head_dim: int, causal: bool) -> Tiles:
@@ -189,11 +204,36 @@ def _add_dq(dq, dq_smem, dq_desc, DQ, row, col, HEAD_DIM: gl.constexpr, DQ_ATOMI
 
 
 @gluon.jit
-def _step(i, dk, dv, k_tile, v_tile, ds_smem, dq_smem, ring, dq_desc, DQ, q_row0, q_pos0, k_pos,
-          qk_scale, sm_scale, MASK: gl.constexpr, DQ_ATOMIC: gl.constexpr, s_layout: gl.constexpr,
-          kv_layout: gl.constexpr, dq_layout: gl.constexpr):
-    """Query block i (rows q_row0 + i * BLOCK_M): dV += P^T dO, dK += dS^T Q, dQ += dS K."""
+def _dq_shared(i, k_all, ds_all, ds_bars, dq_smem, dq_desc, DQ, row, sm_scale, ME: gl.constexpr,
+               DQ_ATOMIC: gl.constexpr, dq_layout: gl.constexpr):
+    """dQ columns [ME * DQ_COLS, +DQ_COLS) of query block i over both consumers' keys, once both dS^T
+    are in shared memory (ds_ready); ds_free tells the other consumer its dS^T and K were read."""
+    ds_ready, ds_free = ds_bars
+    BLOCK_M: gl.constexpr = ds_all.shape[2]
+    HEAD_DIM: gl.constexpr = k_all.shape[2]
+    DQ_COLS: gl.constexpr = dq_smem.shape[2]
+    mbarrier.wait(ds_ready, i & 1)
+    if not DQ_ATOMIC:
+        tma.store_wait(0)
+    dq = warpgroup_mma(ds_all.index(0).permute((1, 0)), k_all.index(0).slice(ME * DQ_COLS, DQ_COLS, dim=1),
+                       gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout), use_acc=False, is_async=True)
+    dq = warpgroup_mma(ds_all.index(1).permute((1, 0)), k_all.index(1).slice(ME * DQ_COLS, DQ_COLS, dim=1), dq,
+                       is_async=True)
+    dq = warpgroup_mma_wait(0, deps=(dq, ))
+    mbarrier.arrive(ds_free, count=1)
+    _add_dq(dq * sm_scale, dq_smem.index(0), dq_desc, DQ, row, ME * DQ_COLS, HEAD_DIM, DQ_ATOMIC)
+
+
+@gluon.jit
+def _step(i, dk, dv, k_all, v_tile, ds_all, ds_bars, dq_smem, ring, dq_desc, DQ, q_row0, q_pos0, k_pos,
+          qk_scale, sm_scale, ME: gl.constexpr, MASK: gl.constexpr, DQ_ATOMIC: gl.constexpr,
+          DQ_SHARED: gl.constexpr, DK_SMEM_A: gl.constexpr, s_layout: gl.constexpr, kv_layout: gl.constexpr,
+          dq_layout: gl.constexpr):
+    """Query block i (rows q_row0 + i * BLOCK_M): dV += P^T dO, dK += dS^T Q, dQ += dS K, for the keys
+    of consumer ME (K tile ``k_all.index(ME)``, dS^T buffer ``ds_all.index(ME)``)."""
     q_smem, do_smem, lse_smem, delta_smem, q_ready, do_ready, empty = ring
+    k_tile = k_all.index(ME)
+    ds_smem = ds_all.index(ME)
     NUM_STAGES: gl.constexpr = q_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
@@ -225,35 +265,52 @@ def _step(i, dk, dv, k_tile, v_tile, ds_smem, dq_smem, ring, dq_desc, DQ, q_row0
     dv = warpgroup_mma(p_op, do_tile, dv, is_async=True)
     dpt, dv = warpgroup_mma_wait(1, deps=(dpt, dv))
     dst = (pt * (dpt - delta_smem.index(stage).load(row_layout)[None, :])).to(dtype)
-    # dS^T through shared memory: dQ = dS K takes it as a transposed A operand
+    # dS^T through shared memory: dQ = dS K takes it as a transposed A operand; shared, the other
+    # consumer must have read the previous block's first (ds_free)
+    if DQ_SHARED:
+        mbarrier.wait(ds_bars[1], (i & 1) ^ 1)
     ds_smem.store(dst)
     fence_async_shared()
-    ds_op = gl.convert_layout(dst, op_layout)
-    dk = warpgroup_mma(ds_op, q_tile, dk, is_async=True)
-    dv, dk, p_op, ds_op = warpgroup_mma_wait(0, deps=(dv, dk, p_op, ds_op))
+    if DQ_SHARED:
+        mbarrier.arrive(ds_bars[0], count=1)
+    if DK_SMEM_A:  # dS^T as the A operand from the shared memory it was stored to, not from registers
+        dk = warpgroup_mma(ds_smem, q_tile, dk, is_async=True)
+        dv, dk, p_op = warpgroup_mma_wait(0, deps=(dv, dk, p_op))
+    else:
+        ds_op = gl.convert_layout(dst, op_layout)
+        dk = warpgroup_mma(ds_op, q_tile, dk, is_async=True)
+        dv, dk, p_op, ds_op = warpgroup_mma_wait(0, deps=(dv, dk, p_op, ds_op))
     mbarrier.arrive(empty.index(stage), count=1)
-    # dQ in DQ_SPLIT column pieces (D128: two of 64, so that its accumulator beside dK and dV does
-    # not spill), each added to the global accumulator once the previous reduces have read their
-    # staging buffers
-    DQ_SPLIT: gl.constexpr = dq_smem.shape[0]
-    DQ_COLS: gl.constexpr = dq_smem.shape[2]
-    if not DQ_ATOMIC:
-        tma.store_wait(0)
-    for h in gl.static_range(DQ_SPLIT):
-        dq = warpgroup_mma(ds_smem.permute((1, 0)), k_tile.slice(h * DQ_COLS, DQ_COLS, dim=1),
-                           gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout), use_acc=False, is_async=True)
-        dq = warpgroup_mma_wait(0, deps=(dq, ))
-        _add_dq(dq * sm_scale, dq_smem.index(h), dq_desc, DQ, q_row0 + i * BLOCK_M, h * DQ_COLS, HEAD_DIM, DQ_ATOMIC)
+    if DQ_SHARED:
+        _dq_shared(i, k_all, ds_all, ds_bars, dq_smem, dq_desc, DQ, q_row0 + i * BLOCK_M, sm_scale, ME, DQ_ATOMIC,
+                   dq_layout)
+    else:
+        # dQ in DQ_SPLIT column pieces (D128: two of 64, so that its accumulator beside dK and dV does
+        # not spill), each added to the global accumulator once the previous reduces have read their
+        # staging buffers
+        DQ_SPLIT: gl.constexpr = dq_smem.shape[0]
+        DQ_COLS: gl.constexpr = dq_smem.shape[2]
+        if not DQ_ATOMIC:
+            tma.store_wait(0)
+        for h in gl.static_range(DQ_SPLIT):
+            dq = warpgroup_mma(ds_smem.permute((1, 0)), k_tile.slice(h * DQ_COLS, DQ_COLS, dim=1),
+                               gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout), use_acc=False, is_async=True)
+            dq = warpgroup_mma_wait(0, deps=(dq, ))
+            _add_dq(dq * sm_scale, dq_smem.index(h), dq_desc, DQ, q_row0 + i * BLOCK_M, h * DQ_COLS, HEAD_DIM,
+                    DQ_ATOMIC)
     return dk, dv
 
 
 @gluon.jit
-def _consumer(k_tile, v_tile, kv_bar, ds_smem, dq_smem, ring, dq_desc, dk_desc, dv_desc, DQ, k_row,
-              q_row0, q_pos0, k_pos, n_blocks, qk_scale, sm_scale, CAUSAL: gl.constexpr, SKIP: gl.constexpr,
-              DQ_ATOMIC: gl.constexpr):
-    """dK, dV of the BLOCK_N keys at row k_row (position k_pos) over n_blocks query blocks from row
-    q_row0 (position q_pos0); causal: SKIP blocks wholly before the keys, then one masked block."""
+def _consumer(k_all, v_tile, kv_bar, ds_all, ds_bars, dq_smem, ring, dq_desc, dk_desc, dv_desc, DQ, k_row,
+              q_row0, q_pos0, k_pos, n_blocks, qk_scale, sm_scale, ME: gl.constexpr, CAUSAL: gl.constexpr,
+              SKIP: gl.constexpr, DQ_ATOMIC: gl.constexpr, DQ_SHARED: gl.constexpr, DK_SMEM_A: gl.constexpr):
+    """dK, dV of consumer ME's BLOCK_N keys at row k_row (position k_pos) over n_blocks query blocks
+    from row q_row0 (position q_pos0); causal: SKIP blocks wholly before the keys, then one masked
+    block. With DQ_SHARED both consumers take every block in step (the skipped ones masked: the other
+    consumer's dQ needs this one's dS^T, zero there)."""
     q_smem, do_smem, lse_smem, delta_smem, q_ready, do_ready, empty = ring
+    k_tile = k_all.index(ME)
     BLOCK_M: gl.constexpr = q_smem.shape[1]
     BLOCK_N: gl.constexpr = k_tile.shape[0]
     HEAD_DIM: gl.constexpr = k_tile.shape[1]
@@ -268,18 +325,30 @@ def _consumer(k_tile, v_tile, kv_bar, ds_smem, dq_smem, ring, dq_desc, dk_desc, 
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, kv_layout)
     mbarrier.wait(kv_bar, 0)
     if CAUSAL:
-        for i in gl.static_range(SKIP):
-            _skip(i, ring)
-        dk, dv = _step(SKIP, dk, dv, k_tile, v_tile, ds_smem, dq_smem, ring, dq_desc, DQ, q_row0, q_pos0,
-                       k_pos, qk_scale, sm_scale, True, DQ_ATOMIC, s_layout, kv_layout, dq_layout)
+        if DQ_SHARED:
+            for i in gl.static_range(SKIP + 1):
+                dk, dv = _step(i, dk, dv, k_all, v_tile, ds_all, ds_bars, dq_smem, ring, dq_desc, DQ, q_row0,
+                               q_pos0, k_pos, qk_scale, sm_scale, ME, True, DQ_ATOMIC, DQ_SHARED, DK_SMEM_A, s_layout,
+                               kv_layout, dq_layout)
+        else:
+            for i in gl.static_range(SKIP):
+                _skip(i, ring)
+            dk, dv = _step(SKIP, dk, dv, k_all, v_tile, ds_all, ds_bars, dq_smem, ring, dq_desc, DQ, q_row0,
+                           q_pos0, k_pos, qk_scale, sm_scale, ME, True, DQ_ATOMIC, DQ_SHARED, DK_SMEM_A, s_layout, kv_layout,
+                           dq_layout)
         for i in range(SKIP + 1, n_blocks):
-            dk, dv = _step(i, dk, dv, k_tile, v_tile, ds_smem, dq_smem, ring, dq_desc, DQ, q_row0,
-                           q_pos0, k_pos, qk_scale, sm_scale, False, DQ_ATOMIC, s_layout, kv_layout, dq_layout)
+            dk, dv = _step(i, dk, dv, k_all, v_tile, ds_all, ds_bars, dq_smem, ring, dq_desc, DQ, q_row0,
+                           q_pos0, k_pos, qk_scale, sm_scale, ME, False, DQ_ATOMIC, DQ_SHARED, DK_SMEM_A, s_layout,
+                           kv_layout, dq_layout)
     else:
         for i in range(n_blocks):
-            dk, dv = _step(i, dk, dv, k_tile, v_tile, ds_smem, dq_smem, ring, dq_desc, DQ, q_row0,
-                           q_pos0, k_pos, qk_scale, sm_scale, False, DQ_ATOMIC, s_layout, kv_layout, dq_layout)
-    # K and V are no longer read (every MMA waited for): their buffers stage dK and dV for TMA stores
+            dk, dv = _step(i, dk, dv, k_all, v_tile, ds_all, ds_bars, dq_smem, ring, dq_desc, DQ, q_row0,
+                           q_pos0, k_pos, qk_scale, sm_scale, ME, False, DQ_ATOMIC, DQ_SHARED, DK_SMEM_A, s_layout,
+                           kv_layout, dq_layout)
+    # K and V are no longer read (every MMA waited for; shared, the other consumer's last dQ too):
+    # their buffers stage dK and dV for TMA stores
+    if DQ_SHARED:
+        mbarrier.wait(ds_bars[1], (n_blocks & 1) ^ 1)
     tma.store_wait(0)
     k_tile.store((dk * sm_scale).to(dtype))
     v_tile.store(dv.to(dtype))
@@ -295,7 +364,8 @@ def _consumer(k_tile, v_tile, kv_bar, ds_smem, dq_smem, ring, dq_desc, dk_desc, 
 @gluon.jit
 def attn_bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, lse_desc, delta_desc, DQ, qk_scale,
                     sm_scale, N, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                    LOADER_REGS: gl.constexpr, DQ_ATOMIC: gl.constexpr):
+                    LOADER_REGS: gl.constexpr, DQ_ATOMIC: gl.constexpr, DQ_SHARED: gl.constexpr,
+                    DK_SMEM_A: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -322,7 +392,10 @@ def attn_bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, 
     ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], ds_layout)
     # each consumer's dQ staging buffers, one per column piece (DQ_ATOMIC: shapes only, never used)
     DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
-    DQ_SPLIT: gl.constexpr = HEAD_DIM // DQ_COLS
+    if DQ_SHARED:
+        DQ_SPLIT: gl.constexpr = 1
+    else:
+        DQ_SPLIT: gl.constexpr = HEAD_DIM // DQ_COLS
     if DQ_ATOMIC:
         dq_shape: gl.constexpr = [DQ_SPLIT, 1, DQ_COLS]
         dq_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
@@ -335,8 +408,11 @@ def attn_bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, 
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     do_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    # DQ_SHARED: both dS^T stored (ds_bars 0), both read by the dQ MMAs (1); one arrival per consumer
+    ds_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for c in gl.static_range(2):
         mbarrier.init(kv_bars.index(c), count=1)
+        mbarrier.init(ds_bars.index(c), count=2)
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(do_ready.index(i), count=1)
@@ -347,19 +423,21 @@ def attn_bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, 
     ring = (q_smem, do_smem, lse_smem, delta_smem, q_ready, do_ready, empty)
     # consumer 1's keys start BLOCK_N later: causal, it skips the query blocks wholly before them
     SKIP1: gl.constexpr = BLOCK_N // BLOCK_M
+    ds_pair = (ds_bars.index(0), ds_bars.index(1))
     gl.warp_specialize([
-        (_consumer, (k_smem.index(0), v_smem.index(0), kv_bars.index(0), ds_smem.index(0), dq_smem0, ring,
-                     dq_desc, dk_desc, dv_desc, DQ, kv_row, q_row0, q_pos0, kv_pos, n_blocks, qk_scale,
-                     sm_scale, CAUSAL, 0, DQ_ATOMIC)),
-        (_consumer, (k_smem.index(1), v_smem.index(1), kv_bars.index(1), ds_smem.index(1), dq_smem1, ring,
-                     dq_desc, dk_desc, dv_desc, DQ, kv_row + BLOCK_N, q_row0, q_pos0, kv_pos + BLOCK_N,
-                     n_blocks, qk_scale, sm_scale, CAUSAL, SKIP1, DQ_ATOMIC)),
+        (_consumer, (k_smem, v_smem.index(0), kv_bars.index(0), ds_smem, ds_pair, dq_smem0, ring, dq_desc,
+                     dk_desc, dv_desc, DQ, kv_row, q_row0, q_pos0, kv_pos, n_blocks, qk_scale, sm_scale, 0,
+                     CAUSAL, 0, DQ_ATOMIC, DQ_SHARED, DK_SMEM_A)),
+        (_consumer, (k_smem, v_smem.index(1), kv_bars.index(1), ds_smem, ds_pair, dq_smem1, ring, dq_desc,
+                     dk_desc, dv_desc, DQ, kv_row + BLOCK_N, q_row0, q_pos0, kv_pos + BLOCK_N, n_blocks,
+                     qk_scale, sm_scale, 1, CAUSAL, SKIP1, DQ_ATOMIC, DQ_SHARED, DK_SMEM_A)),
         (_loader, (q_desc, do_desc, k_desc, v_desc, lse_desc, delta_desc, k_smem, v_smem, kv_bars, ring, kv_row,
                    q_row0, n_blocks)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
     for c in gl.static_range(2):
         mbarrier.invalidate(kv_bars.index(c))
+        mbarrier.invalidate(ds_bars.index(c))
     for i in gl.static_range(NUM_STAGES):
         mbarrier.invalidate(q_ready.index(i))
         mbarrier.invalidate(do_ready.index(i))
@@ -393,13 +471,14 @@ def descriptors(q, k, v, do, dq_acc, dk, dv, lse, delta, head_dim: int, tiles: T
         return TensorDescriptor.from_tensor(t.view(-1), [tiles.block_m], layout)
 
     m, n = tiles.block_m, tiles.block_n
-    return (desc(q, m), desc(k, n), desc(v, n), desc(do, m), desc(dq_acc, m, head_dim // tiles.dq_split),
+    return (desc(q, m), desc(k, n), desc(v, n), desc(do, m), desc(dq_acc, m, tiles.dq_cols(head_dim)),
             desc(dk, n), desc(dv, n), rows(lse), rows(delta))
 
 
 def _constexprs(tiles: Tiles, causal: bool) -> dict:
     return dict(NUM_STAGES=tiles.stages, CAUSAL=bool(causal), CONSUMER_REGS=tiles.consumer_regs,
-                LOADER_REGS=tiles.loader_regs, DQ_ATOMIC=bool(tiles.dq_atomic))
+                LOADER_REGS=tiles.loader_regs, DQ_ATOMIC=bool(tiles.dq_atomic), DQ_SHARED=bool(tiles.dq_shared),
+                DK_SMEM_A=bool(tiles.dk_smem_a))
 
 
 def delta(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:

@@ -344,3 +344,21 @@ def test_gluon_kernels_compile_for_hopper():
     report = json.loads(line.split(" ", 1)[1])
     assert set(report["shared"]) == {"gluon 64", "gluon 128", "bwd 64", "bwd 128"}
     assert max(report["shared"].values()) <= report["limit"]
+
+
+def test_gluon_backward_tiles_and_dispatch():
+    """The Gluon backward's default tiles fit an SM; shared dQ halves its staging (one half-width
+    piece a consumer) and takes no ``dq_split``; off sm_90 (here: a CPU) the Triton kernels run."""
+    pytest.importorskip("triton.experimental.gluon")
+    from kernels import flash_attention_gluon_bwd as fgb
+
+    for head_dim, tiles in fgb.DEFAULT_TILES.items():
+        assert tiles.dq_shared and tiles.problem(head_dim) is None, (head_dim, tiles)
+    own = fgb.Tiles(64, 64, 2, 240, 24, dq_split=2)
+    shared = fgb.Tiles(64, 64, 2, 240, 24, dq_shared=True)
+    assert own.smem_bytes(128) - shared.smem_bytes(128) == 2 * 64 * 64 * 4
+    assert shared.dq_cols(128) == own.dq_cols(128) == 64
+    assert "dq_split" in fgb.Tiles(64, 64, 2, 240, 24, dq_split=2, dq_shared=True).problem(128)
+    q = torch.zeros((1, 2, 256, 64), dtype=torch.bfloat16)
+    assert not fgb.supported(q, causal=True)
+    assert fa.gluon_kernel(fa.GLUON_BACKWARD, q, q, q, True) is None

@@ -8,10 +8,10 @@ barrier bug that hangs, or a compile error, costs that case only; an error print
 lines), writing one JSON line per finished step; the parent prints tables and writes
 ``results.json`` under ``--out``.
 
-Accuracy (bf16): dq, dk, dv of the Gluon backward (TMA reduce-add of dQ, and the ``dq_atomic``
-variant) against ``flash_attention.triton_backward`` on the same forward's (o, lse): max abs
+Accuracy (bf16): dq, dk, dv of the Gluon backward (each of GLUON_VARIANTS) against the Triton kernel
+(``flash_attention.triton_backward`` with its variant named) on the same forward's (o, lse): max abs
 difference and NaN counts, at B2 H4 N1024 and B4 H16 N4096; at the small shape also both against
-float32 SDPA autograd (max abs error). Timing at B4 H16 N4096: the whole backward of each (delta
+float32 SDPA autograd (max abs error). Timing at B4 H16 N4096 and N 1,024 to 16,384 (B*N = 16,384): the whole backward of each (delta
 preprocess, dQ accumulator and cast included), cuDNN as SDPA's backward alone (torch.autograd.grad
 with retain_graph under sdpa_kernel(CUDNN_ATTENTION)); triton.testing.do_bench median, L2 cleared;
 TFLOP/s = 2.5 * 4*B*H*N^2*D (halved when causal) / time.
@@ -33,14 +33,29 @@ from gluon_fwd_bench import COMPILED_HEADER, child_case, cli, compiled_line, run
 
 CHECK_SHAPES = ((2, 4, 1024), (4, 16, 4096))
 TIME_SHAPE = (4, 16, 4096)
+#: the scaling check (issue 47: no N of 1,024 to 16,384 slower than the Triton backward), B*N constant
+SCALING_SHAPES = ((16, 16, 1024), (8, 16, 2048), (2, 16, 8192), (1, 16, 16384))
 HEAD_DIMS = (64, 128)
-CHILD_TIMEOUT_S = 75
-TOTAL_BUDGET_S = 150  # cases not started by then are skipped (the run stays near 3 minutes)
+CHILD_TIMEOUT_S = 150
+TOTAL_BUDGET_S = 400  # cases not started by then are skipped (the run stays near 7 minutes)
 ERROR_LINES = 2
 BACKWARD_FLOPS = 2.5  # the backward's matmuls against the forward's two
 GRADS = ("dq", "dk", "dv")
-GLUON_VARIANTS = {"gluon": False, "gluon_atomic": True}  # impl name -> dq_atomic
+#: impl name -> changes to ``first_tiles`` (``dataclasses.replace``); a variant that cannot run a head dim
+#: reports its ``Tiles.problem`` as its error. The defaults (``DEFAULT_TILES``) are "shared" at D128
+#: and "shared_m128" at D64.
+GLUON_VARIANTS = {"gluon": {}, "shared": dict(dq_shared=True, dq_split=1),
+                  "shared_a": dict(dq_shared=True, dq_split=1, dk_smem_a=True),
+                  "shared_s3": dict(dq_shared=True, dq_split=1, stages=3),
+                  "shared_m128": dict(dq_shared=True, dq_split=1, block_m=128, stages=2)}
 TIMED = tuple(GLUON_VARIANTS) + ("triton", "cudnn")
+
+
+def first_tiles(head_dim: int):
+    """The kernel's first tiles (each consumer adds its own dQ partial), which GLUON_VARIANTS change."""
+    from kernels.flash_attention_gluon_bwd import Tiles
+
+    return {64: Tiles(64, 64, 3, 240, 24), 128: Tiles(64, 64, 2, 240, 24, dq_split=2)}[head_dim]
 
 
 def _emit(record: dict) -> None:
@@ -79,12 +94,12 @@ def run_case(head_dim: int, causal: bool) -> None:
     scale = 1.0 / math.sqrt(head_dim)
     case = dict(D=head_dim, causal=causal, dtype="bf16")
 
-    def gluon(atomic):
-        tiles = dataclasses.replace(gb.tiles_for(head_dim, causal), dq_atomic=atomic)
+    def gluon(changes):
+        tiles = dataclasses.replace(first_tiles(head_dim), **changes)
         return lambda q, k, v, o, lse, do: gb.backward(q, k, v, o, lse, do, causal, scale, tiles=tiles)
 
-    def triton_bwd(q, k, v, o, lse, do):
-        return fa.triton_backward(q, k, v, o, lse, do, causal, scale)
+    def triton_bwd(q, k, v, o, lse, do):  # a variant named: the Triton kernel, never the Gluon one
+        return fa.triton_backward(q, k, v, o, lse, do, causal, scale, variant=fa.BWD_VARIANT)
 
     for shape in CHECK_SHAPES:
         q, k, v = fa.make_inputs((*shape, head_dim), dtype, "cuda")
@@ -98,10 +113,10 @@ def run_case(head_dim: int, causal: bool) -> None:
             out = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal)
             exact = torch.autograd.grad(out, (qf, kf, vf), do.float())
             base["triton_vs_fp32"] = _max_diff(reference, exact)
-        for name, atomic in GLUON_VARIANTS.items():
+        for name, changes in GLUON_VARIANTS.items():
             record = dict(base, impl=name)
             try:
-                grads = gluon(atomic)(q, k, v, o, lse, do)
+                grads = gluon(changes)(q, k, v, o, lse, do)
                 torch.cuda.synchronize()
                 record.update(diff=_max_diff(grads, reference),
                               nans={n: int(g.isnan().sum().item()) for n, g in zip(GRADS, grads)})
@@ -113,33 +128,38 @@ def run_case(head_dim: int, causal: bool) -> None:
         del q, k, v, do, o, lse, reference, exact
         torch.cuda.empty_cache()
 
-    q, k, v = fa.make_inputs((*TIME_SHAPE, head_dim), dtype, "cuda")
-    do = fa.make_grad_output((*TIME_SHAPE, head_dim), dtype, "cuda")
-    o, lse = fa.triton_forward(q, k, v, causal, scale)
-    impls = {name: gluon(atomic) for name, atomic in GLUON_VARIANTS.items()}
+    impls = {name: gluon(changes) for name, changes in GLUON_VARIANTS.items()}
     impls["triton"] = triton_bwd
-    for name, fn in impls.items():
-        record = dict(case, step="time", shape=list(TIME_SHAPE), impl=name)
+    for shape in (TIME_SHAPE, *SCALING_SHAPES):
+        q, k, v = fa.make_inputs((*shape, head_dim), dtype, "cuda")
+        do = fa.make_grad_output((*shape, head_dim), dtype, "cuda")
+        o, lse = fa.triton_forward(q, k, v, causal, scale)
+        step = "time" if shape == TIME_SHAPE else "scaling"
+        for name, fn in impls.items():
+            record = dict(case, step=step, shape=list(shape), impl=name)
+            try:
+                ms = triton.testing.do_bench(lambda: fn(q, k, v, o, lse, do), warmup=25, rep=200,
+                                             return_mode="median")
+                record.update(ms=ms, tflops=_flops(shape, head_dim, causal) / ms * 1e-9)
+            except Exception as exc:
+                record["error"] = _error_head(exc)
+            _emit(record)
+        record = dict(case, step=step, shape=list(shape), impl="cudnn")
         try:
-            ms = triton.testing.do_bench(lambda: fn(q, k, v, o, lse, do), warmup=25, rep=200, return_mode="median")
-            record.update(ms=ms, tflops=_flops(TIME_SHAPE, head_dim, causal) / ms * 1e-9)
+            qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+
+                def cudnn_bwd():
+                    return torch.autograd.grad(out, (qg, kg, vg), do, retain_graph=True)
+
+                ms = triton.testing.do_bench(cudnn_bwd, warmup=25, rep=200, return_mode="median")
+            record.update(ms=ms, tflops=_flops(shape, head_dim, causal) / ms * 1e-9)
         except Exception as exc:
             record["error"] = _error_head(exc)
         _emit(record)
-    record = dict(case, step="time", shape=list(TIME_SHAPE), impl="cudnn")
-    try:
-        qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
-
-            def cudnn_bwd():
-                return torch.autograd.grad(out, (qg, kg, vg), do, retain_graph=True)
-
-            ms = triton.testing.do_bench(cudnn_bwd, warmup=25, rep=200, return_mode="median")
-        record.update(ms=ms, tflops=_flops(TIME_SHAPE, head_dim, causal) / ms * 1e-9)
-    except Exception as exc:
-        record["error"] = _error_head(exc)
-    _emit(record)
+        del q, k, v, do, o, lse
+        torch.cuda.empty_cache()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -185,6 +205,15 @@ def print_tables(records: list[dict]) -> None:
 
             print(f"{'D%d %s' % (head_dim, 'causal' if causal else 'full'):<14}"
                   + "".join(f"{c:>14}" for c in cells) + f"{ratio('cudnn'):>13}{ratio('triton'):>13}")
+    print("\nscaling: TFLOP/s of each Gluon variant / the Triton backward's, and the Triton backward's / cuDNN's")
+    print(f"{'case':<14}{'shape':<13}" + "".join(f"{name:>13}" for name in GLUON_VARIANTS) + f"{'triton/cudnn':>13}")
+    for r in (r for r in records if r["step"] in ("time", "scaling") and r["impl"] == "triton" and "tflops" in r):
+        row = {x["impl"]: x.get("tflops") for x in records
+               if x["step"] == r["step"] and x["shape"] == r["shape"] and x["D"] == r["D"] and x["causal"] == r["causal"]}
+        cells = [f"{row[n] / r['tflops']:.2f}" if row.get(n) else "-" for n in GLUON_VARIANTS]
+        cudnn = f"{r['tflops'] / row['cudnn']:.2f}" if row.get("cudnn") else "-"
+        print(f"{_case_name(r):<14}{'x'.join(map(str, r['shape'])):<13}" + "".join(f"{c:>13}" for c in cells)
+              + f"{cudnn:>13}")
 
 
 def main_device(out: Path) -> int:
@@ -209,9 +238,13 @@ def main_compile_only(out: Path) -> int:
     for head_dim in HEAD_DIMS:
         for causal in (False, True):
             for dtype in (torch.bfloat16, torch.float16):
-                for name_suffix, atomic in (("", False), (" atomic", True)):
-                    tiles = dataclasses.replace(gb.tiles_for(head_dim, causal), dq_atomic=atomic)
-                    name = f"D{head_dim} {'causal' if causal else 'full'} {str(dtype)[6:]}{name_suffix}"
+                for variant, changes in GLUON_VARIANTS.items():
+                    tiles = dataclasses.replace(first_tiles(head_dim), **changes)
+                    name = f"D{head_dim} {'causal' if causal else 'full'} {str(dtype)[6:]} {variant}"
+                    problem = tiles.problem(head_dim)
+                    if problem:
+                        print(f"{name:<28} cannot run: {problem}")
+                        continue
                     try:
                         kernel = gb.compile_only(head_dim, causal, dtype, tiles=tiles)
                     except Exception as exc:

@@ -4,11 +4,16 @@ kernel, TFLOP/s (do_bench medians, L2 cleared) and o's largest difference from t
 
     python docs/kernels/gluon_d64_check.py     # an H100 or H200, ~30 s
 """
+import sys
+from pathlib import Path
+
 import torch
 from triton.testing import do_bench
 
-from kernels import flash_attention as fa
-from kernels import flash_attention_gluon as fg
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from kernels import flash_attention as fa  # noqa: E402
+from kernels import flash_attention_gluon as fg  # noqa: E402
 
 SHAPES = ((8, 16, 2048), (4, 16, 4096), (2, 16, 8192), (1, 16, 16384))
 for b, h, n in SHAPES:
