@@ -334,7 +334,10 @@ print("gluon-compiled " + json.dumps({"shared": shared, "limit": fg.SM_SHARED_BY
 def test_gluon_kernels_compile_for_hopper():
     """The Hopper forward (kernels/flash_attention_gluon.py) and backward (..._bwd.py) compile for
     sm_90a on any machine, their rings within an SM's shared memory: a CPU catches an edit that
-    breaks them."""
+    breaks them. A GPU host skips it (20 s of a GPU suite run): a Hopper runs the kernels
+    themselves, and other GPUs never compile them."""
+    if HAS_CUDA:
+        pytest.skip("a CPU check: on a GPU host the attention tests run the kernels where they apply")
     pytest.importorskip("triton.experimental.gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", GLUON_COMPILE], env=env, capture_output=True, text=True,
