@@ -81,7 +81,9 @@ class Tiles:
     """One launch configuration: ``block_m`` rows per consumer warpgroup (64, or 128 as two wgmma
     M tiles), ``consumers`` warpgroups (``CONSUMER_COUNTS``), ``block_n`` keys per K/V tile,
     ``stages`` ring slots, FA3 ping-pong, and the registers per thread that setmaxnreg gives each
-    consumer and the loader. ``forward`` without one runs ``default_tiles``."""
+    consumer and the loader; ``launch_regs``: the kernel's register bound at launch (``maxnreg``),
+    low enough for two programs an SM where the tiles leave room. ``forward`` without one runs
+    ``default_tiles``."""
     block_m: int
     consumers: int
     block_n: int
@@ -89,6 +91,7 @@ class Tiles:
     pingpong: bool
     consumer_regs: int
     loader_regs: int
+    launch_regs: int | None = None
 
     @property
     def rows(self) -> int:
@@ -105,8 +108,12 @@ class Tiles:
         if any(r % REG_STEP or not 24 <= r <= MAX_REGS for r in regs):
             return f"register counts {regs} not multiples of {REG_STEP} in 24..{MAX_REGS}"
         # the loader's one warp holds a whole warpgroup's registers
-        if self.consumers * 128 * self.consumer_regs + 128 * self.loader_regs > SM_REGISTERS:
+        wanted = self.consumers * 128 * self.consumer_regs + 128 * self.loader_regs
+        if wanted > SM_REGISTERS:
             return f"{self.consumers} x 128 x {self.consumer_regs} + 128 x {self.loader_regs} registers > 64K"
+        # setmaxnreg moves registers within the program's pool: launch bound x its warpgroups' threads
+        if self.launch_regs and (self.launch_regs % REG_STEP or wanted > self.launch_regs * 128 * (self.consumers + 1)):
+            return f"launch_regs {self.launch_regs} not a multiple of {REG_STEP} or below the partitions' {wanted} registers"
         smem = element_bytes * head_dim * (self.rows + 2 * self.stages * self.block_n)
         if smem > SM_SHARED_BYTES:
             return f"{smem} bytes of Q and K/V ring > {SM_SHARED_BYTES}"
@@ -441,6 +448,11 @@ def descriptors(q, k, v, o, head_dim: int, tiles: Tiles | None = None):
     return desc(q, tiles.block_m), desc(k, tiles.block_n), desc(v, tiles.block_n), desc(o, tiles.block_m)
 
 
+def _options(tiles: Tiles) -> dict:
+    """The launch options besides the constexprs."""
+    return dict(num_warps=4, **({"maxnreg": tiles.launch_regs} if tiles.launch_regs else {}))
+
+
 def _constexprs(tiles: Tiles, causal: bool, n: int) -> dict:
     """The kernel's compile-time arguments at sequence length ``n``."""
     return dict(BLOCK_N=tiles.block_n, NUM_STAGES=tiles.stages, CAUSAL=bool(causal), PINGPONG=bool(tiles.pingpong),
@@ -468,7 +480,7 @@ def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool
     lse = torch.empty((B, H, N), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(N, tiles.rows), B * H)
     attn_fwd_kernel[grid](*descriptors(q, k, v, o, D, tiles), lse, sm_scale * LOG2E, N,
-                          **_constexprs(tiles, causal, N), num_warps=4)
+                          **_constexprs(tiles, causal, N), **_options(tiles))
     return o, lse
 
 
@@ -493,4 +505,4 @@ def compile_only(head_dim: int, causal: bool, dtype: torch.dtype = torch.bfloat1
     constexprs = _constexprs(tiles, causal, n if n % tiles.rows == 0 else n + tiles.block_m)
     signature.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(attn_fwd_kernel, signature, constexprs=constexprs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(num_warps=4))
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=_options(tiles))

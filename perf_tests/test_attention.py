@@ -22,6 +22,7 @@ linearly (x4 per x4 in N), measured with torch.cuda.max_memory_allocated after a
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import math
@@ -349,11 +350,16 @@ def test_gluon_kernels_compile_for_hopper():
     assert max(report["shared"].values()) <= report["limit"]
 
 
-def test_gluon_backward_tiles_and_dispatch():
+def test_gluon_tiles_and_dispatch():
     """The Gluon backward's default tiles fit an SM; shared dQ halves its staging (one half-width
-    piece a consumer) and takes no ``dq_split``; off sm_90 (here: a CPU) the Triton kernels run."""
+    piece a consumer) and takes no ``dq_split``; a forward's launch bound must hold what setmaxnreg
+    hands out; off sm_90 (here: a CPU) the Triton kernels run."""
     pytest.importorskip("triton.experimental.gluon")
-    from kernels import flash_attention_gluon_bwd as fgb
+    from kernels import flash_attention_gluon as fg, flash_attention_gluon_bwd as fgb
+
+    two_per_sm = dataclasses.replace(fg.default_tiles(64), block_n=64, consumer_regs=104, launch_regs=80)
+    assert two_per_sm.problem(64) is None
+    assert "launch_regs" in dataclasses.replace(two_per_sm, consumer_regs=240).problem(64)
 
     for head_dim, tiles in fgb.DEFAULT_TILES.items():
         assert tiles.dq_shared and tiles.problem(head_dim) is None, (head_dim, tiles)
