@@ -134,16 +134,18 @@ def default_tiles(head_dim: int) -> Tiles:
 #: D64 sequences from SHORT_D64_FROM_N up to SHORT_D64_BELOW_N take the Triton kernel: its short
 #: key loops ran faster there (N 1,024), the Gluon kernel's at N 128 and from 2,048 on.
 SHORT_D64_FROM_N, SHORT_D64_BELOW_N = 256, 2048
-#: D64 without a mask from SHORT_D64_BELOW_N on: three 64-row consumers (FA3's layout for that head
-#: dim), 160 registers each; measured at N 4,096 only (docs/kernels/flash_attention_gluon.md), so
-#: shorter sequences keep the two-consumer tiles.
-D64_FULL_TILES = Tiles(64, 3, 128, 3, False, 160, 24)
+#: D64 from these lengths on, without a mask / causal: three 64-row consumers (FA3's layout for that
+#: head dim), 160 registers each. Measured on an H200 (docs/kernels/flash_attention_gluon.md): without
+#: a mask 1.12-1.18x the two-consumer tiles at N 2,048 to 16,384; causal 1.02-1.05x from N 8,192, level
+#: at 4,096 and 0.96x at 2,048 (its programs of 192 rows hold two masked 128-key blocks).
+D64_WIDE_FROM_N = {False: SHORT_D64_BELOW_N, True: 8192}
+D64_WIDE_TILES = Tiles(64, 3, 128, 3, False, 160, 24)
 
 
 def tiles_for(head_dim: int, causal: bool, n: int) -> Tiles:
     """The tiles ``forward`` runs without ``tiles`` at sequence length ``n``."""
-    if head_dim == 64 and not causal and n >= SHORT_D64_BELOW_N:
-        return D64_FULL_TILES
+    if head_dim == 64 and n >= D64_WIDE_FROM_N[bool(causal)]:
+        return D64_WIDE_TILES
     return default_tiles(head_dim)
 
 
@@ -291,6 +293,12 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
             n_unmasked = gl.minimum(gl.maximum(q_pos // BLOCK_N, 1), n_blocks)
     else:
         n_unmasked = n_blocks
+    # the blocks this consumer reads: causal tiles of several masked blocks stop at the block of its
+    # last row and pass the rest on unread (the other consumers' rows reach into them), unless the
+    # ping-pong's turns count every block
+    n_done = n_blocks
+    if CAUSAL and not ONE_MASKED and not PINGPONG:
+        n_done = gl.minimum((q_pos + BLOCK_M - 1) // BLOCK_N + 1, n_blocks)
     for j in range(1, n_unmasked):
         o, p, m_i, l_i = _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, False, PINGPONG,
                                s_layout, o_layout)
@@ -300,25 +308,40 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
                 o, p, m_i, l_i = _step(n_blocks - 1, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, True,
                                        PINGPONG, s_layout, o_layout)
         else:
-            # blocks wholly right of this consumer's rows run too: every consumer frees every slot
-            for j in range(n_unmasked, n_blocks):
+            for j in range(n_unmasked, n_done):
                 o, p, m_i, l_i = _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, True, PINGPONG,
                                        s_layout, o_layout)
 
-    last = (n_blocks - 1) % NUM_STAGES
+    last = (n_done - 1) % NUM_STAGES
     v_tile = v_smem.index(last)
-    mbarrier.wait(v_ready.index(last), ((n_blocks - 1) // NUM_STAGES) & 1)
-    _take_turn(sched, n_blocks, PINGPONG)
+    mbarrier.wait(v_ready.index(last), ((n_done - 1) // NUM_STAGES) & 1)
+    _take_turn(sched, n_done, PINGPONG)
     o = warpgroup_mma(p, v_tile, o, is_async=True)
     _pass_turn(sched, PINGPONG)
     o, p = warpgroup_mma_wait(0, deps=(o, p))
     mbarrier.arrive(v_empty.index(last), count=1)
+    for j in range(n_done, n_blocks):
+        _pass_block(j, ring)
 
     if TAIL:
         if q_pos < N:
             _epilogue(o, m_i, l_i, q_smem, o_desc, LSE, q_row, lse_row, o_layout)
     else:
         _epilogue(o, m_i, l_i, q_smem, o_desc, LSE, q_row, lse_row, o_layout)
+
+
+@gluon.jit
+def _pass_block(j, ring):
+    """Free key block j's slots unread, once loaded: waiting first keeps this consumer's arrivals in
+    the ring's round (an early one would count towards the slot's previous use)."""
+    k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
+    NUM_STAGES: gl.constexpr = k_smem.shape[0]
+    stage = j % NUM_STAGES
+    phase = (j // NUM_STAGES) & 1
+    mbarrier.wait(k_ready.index(stage), phase)
+    mbarrier.arrive(k_empty.index(stage), count=1)
+    mbarrier.wait(v_ready.index(stage), phase)
+    mbarrier.arrive(v_empty.index(stage), count=1)
 
 
 @gluon.jit

@@ -1,5 +1,5 @@
 """The D64 forward without a mask at N 2,048 to 16,384: the three-consumer tiles the Gluon kernel
-runs there (flash_attention_gluon.D64_FULL_TILES) against its two-consumer tiles and the Triton
+runs there (flash_attention_gluon.D64_WIDE_TILES) against its two-consumer tiles and the Triton
 kernel, TFLOP/s (do_bench medians, L2 cleared) and o's largest difference from the two-consumer one's.
 
     python docs/kernels/gluon_d64_check.py     # an H100 or H200, ~30 s
@@ -19,7 +19,7 @@ SHAPES = ((8, 16, 2048), (4, 16, 4096), (2, 16, 8192), (1, 16, 16384))
 for b, h, n in SHAPES:
     q, k, v = fa.make_inputs((b, h, n, 64), torch.bfloat16, "cuda")
     scale, flops = 0.125, 4 * b * h * n * n * 64
-    runs = {"three": lambda: fg.forward(q, k, v, False, scale, tiles=fg.D64_FULL_TILES),
+    runs = {"three": lambda: fg.forward(q, k, v, False, scale, tiles=fg.D64_WIDE_TILES),
             "two": lambda: fg.forward(q, k, v, False, scale, tiles=fg.default_tiles(64)),
             "triton": lambda: fa.triton_forward(q, k, v, False, scale, use_tma=True)}
     ref = runs["two"]()[0]
