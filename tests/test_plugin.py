@@ -110,7 +110,8 @@ def test_an_output_file_option_naming_a_directory_is_a_usage_error(suite) -> Non
 def test_cpu_timing_under_xdist_warns_that_workers_share_cores(suite) -> None:
     result = suite.runpytest("--gpuperf", "-n", "2", "-W", "always", *FAST)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*--gpuperf on the CPU with -n 2: the workers time on shared cores*"])
+    result.stdout.fnmatch_lines(["*--gpuperf on the CPU with -n 2: the workers time on shared cores*",
+                                 "gpuperf: * s since start in each of 2 workers: *, outside measurements *"])
     assert "shared cores" not in suite.runpytest("--gpuperf", "-n", "1", "-W", "always", *FAST).stdout.str()
 
 

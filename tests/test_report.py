@@ -452,6 +452,9 @@ def test_time_line_says_where_the_session_went():
         "gpuperf: 10.0 s since start: 2 measurements 2.0 s (first calls, i.e. compiling and autotuning, 1.1 s; "
         "samples 0.4 s; warm-up and calibration 0.5 s; 1 repeated run (suspects re-measured, or recordings)), "
         "outside measurements 8.0 s")
+    assert report_rows.time_line(results, 10.0, processes=2).startswith("gpuperf: 10.0 s since start in each of "
+                                                                         "2 workers: 2 measurements 2.0 s")
+    assert report_rows.time_line(results, 10.0, processes=2).endswith("outside measurements 18.0 s")
     results[0].phases = {"warm-up": 0.1, "power cap": 0.12, "samples": 0.3}
     results[1].phases = {"warm-up": 0.1, "calibration": 0.08, "samples": 0.4}
     assert "warm-up and calibration 0.5 s: around the samples 0.3 s, warm-up 0.2 s, power cap 0.1 s, " \

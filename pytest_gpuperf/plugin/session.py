@@ -48,6 +48,7 @@ class GpuPerf:
         self._peaks: Peaks | None = None
         self._stored_peaks: dict[str, float] = {}
         self.collected: set[str] = set()
+        self.measured_in: set[str] = set()  # the processes whose records arrived (xdist gateway ids)
         self.saved: int | None = None
         self.write_error: str | None = None
         self.written: list[str] = []  # the outputs written, but for the baseline
@@ -230,6 +231,8 @@ class GpuPerf:
             for key, value in report.user_properties:
                 if key == RECORD:
                     self.results[report.nodeid] = value
+                    # an xdist worker's report names its gateway (gw0, ...); this process's none
+                    self.measured_in.add(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", ""))
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection: only the tests that will run
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -390,7 +393,7 @@ class GpuPerf:
                           f"not measured (missing): "
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
         if results:
-            tr.write_line(time_line(results, time.perf_counter() - self._t0))
+            tr.write_line(time_line(results, time.perf_counter() - self._t0, processes=len(self.measured_in)))
             for line in first_calls_lines(results):
                 tr.write_line(line)
             work = counters_line(results) if self.settings.compare else None

@@ -191,21 +191,24 @@ def ceiling_line(results: list[Result]) -> str | None:
             f"{peak_label(top.peak)} (docs/measurement.md)")
 
 
-def time_line(results: list[Result], session_s: float, span: str = "since start") -> str:
+def time_line(results: list[Result], session_s: float, span: str = "since start", processes: int = 1) -> str:
     """Where the session's time went, so a slow suite says what to cut: first calls (compiling,
     autotuning), samples, the harness's own warm-up and calibration (by Phase, where results carry
     them), and everything outside gpu_benchmark (inputs, references, correctness checks, profiling,
-    collection). `span` names the time `session_s` covers."""
+    collection, a worker's start). `span` names the time `session_s` covers; `processes` (pytest-xdist's
+    workers that measured) each had all of it, so the time outside measurements is theirs together."""
     def total(key: str) -> float:
         return sum(as_number(getattr(r, key)) or 0.0 for r in results)
 
     wall, first, sampled = total("wall_s"), total("first_call_s"), total("measured_s")
     again = sum(int(as_number(r.remeasured) or 0) for r in results)
     repeated = f"; {plural(again, 'repeated run')} (suspects re-measured, or recordings)" if again else ""
-    return (f"gpuperf: {session_s:.1f} s {span}: {plural(len(results), 'measurement')} {wall:.1f} s (first calls, i.e. "
+    workers = f" in each of {processes} workers" if processes > 1 else ""
+    return (f"gpuperf: {session_s:.1f} s {span}{workers}: {plural(len(results), 'measurement')} {wall:.1f} s "
+            f"(first calls, i.e. "
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
             f"{max(wall - first - sampled, 0.0):.1f} s" + _phase_parts(results) + repeated
-            + f"), outside measurements {max(session_s - wall, 0.0):.1f} s")
+            + f"), outside measurements {max(session_s * max(processes, 1) - wall, 0.0):.1f} s")
 
 
 #: The closing summary names this many of the slowest first calls...
