@@ -338,7 +338,7 @@ def triton_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, use_tma:
     B, H, N, D = q.shape
     do = do.contiguous()
     chosen = use_tma is None and config is None and variant is None
-    gluon = gluon_kernel(GLUON_BACKWARD, q, k, v, causal, o, do) if chosen else None
+    gluon = gluon_kernel(GLUON_BACKWARD, q, k, v, causal, o, do, lse) if chosen else None
     if gluon:
         return gluon.backward(q, k, v, o, lse, do, causal, sm_scale)
     variant = variant or BWD_VARIANT

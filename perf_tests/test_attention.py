@@ -299,7 +299,8 @@ def test_triton_memory_linear_in_n():
 # ---- what runs on the device --------------------------------------------------------------------
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
 def test_triton_launches(direction, gpu_profile):
-    """Forward: one kernel. Backward: the delta preprocess plus the backward variant's launches."""
+    """Forward: one kernel. Backward: the delta preprocess plus one Gluon kernel where it takes the
+    case (an sm_90), else the Triton backward variant's launches."""
     if not HAS_CUDA:
         pytest.skip("launch counts need a CUDA device")
     shape = (1, 2, 256, 64)
@@ -311,7 +312,8 @@ def test_triton_launches(direction, gpu_profile):
     else:
         dout = torch.randn_like(out)
         prof = gpu_profile(torch.autograd.grad, out, (q, k, v), dout, retain_graph=True)
-        expected = {"split": 1, "two": 2}[fa.BWD_VARIANT]
+        gluon = fa.gluon_kernel(fa.GLUON_BACKWARD, q.detach(), k.detach(), v.detach(), False)
+        expected = 1 if gluon else {"split": 1, "two": 2}[fa.BWD_VARIANT]
         assert len(prof.find("attn_bwd_delta_kernel")) == 1, prof.kernels
         assert sum(k_.calls for k_ in prof.find(r"attn_bwd_kernel")) == expected, prof.kernels
 
@@ -328,6 +330,9 @@ for module in (fg, fgb):
         kernel = module.compile_only(head_dim, causal=True)
         assert kernel.asm["cubin"] and "wgmma" in kernel.asm["ptx"]
         shared[f"{module.__name__.rsplit('_', 1)[-1]} {head_dim}"] = kernel.metadata.shared
+# D64's three consumers, causal past N 8,192: masked blocks passed on unread, a TAIL past N
+kernel = fg.compile_only(64, causal=True, tiles=fg.D64_WIDE_TILES)
+shared["gluon 64 wide"] = kernel.metadata.shared
 print("gluon-compiled " + json.dumps({"shared": shared, "limit": fg.SM_SHARED_BYTES}))
 """
 
@@ -346,7 +351,7 @@ def test_gluon_kernels_compile_for_hopper():
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("gluon-compiled "))
     report = json.loads(line.split(" ", 1)[1])
-    assert set(report["shared"]) == {"gluon 64", "gluon 128", "bwd 64", "bwd 128"}
+    assert set(report["shared"]) == {"gluon 64", "gluon 128", "bwd 64", "bwd 128", "gluon 64 wide"}
     assert max(report["shared"].values()) <= report["limit"]
 
 
@@ -371,3 +376,37 @@ def test_gluon_tiles_and_dispatch():
     q = torch.zeros((1, 2, 256, 64), dtype=torch.bfloat16)
     assert not fgb.supported(q, causal=True)
     assert fa.gluon_kernel(fa.GLUON_BACKWARD, q, q, q, True) is None
+
+
+def test_gluon_three_consumer_causal_tail(gpu_assert_close):
+    """D64's three-consumer tiles, causal, at a length that is not a multiple of their 192 rows (the
+    path D64 causal takes from N 8,192): consumers pass the key blocks right of their rows on unread,
+    and the last program's consumer past N stores nothing."""
+    if not HAS_CUDA or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Gluon kernels run on sm_90 only")
+    from kernels import flash_attention_gluon as fg
+
+    q, k, v = fa.make_inputs((1, 2, 640, 64), torch.bfloat16, "cuda")
+    o, _ = fg.forward(q, k, v, True, 64 ** -0.5, tiles=fg.D64_WIDE_TILES)
+    expected = fa.reference(q, k, v, True)
+    gpu_assert_close(o, expected, **fa.tolerance(expected, q.dtype))
+
+
+def test_triton_backward_takes_the_gluon_kernel_unless_told_otherwise(monkeypatch):
+    """Where the Gluon backward takes a case (stubbed here) triton_backward runs it, unless use_tma,
+    config or variant asks for the Triton kernel (tuning sweeps and the config tests rely on that)."""
+    calls = []
+
+    class Gluon:
+        @staticmethod
+        def backward(*args):
+            calls.append(args)
+            return "gluon"
+
+    monkeypatch.setattr(fa, "gluon_kernel", lambda name, *tensors: Gluon if name == fa.GLUON_BACKWARD else None)
+    q, k, v = fa.make_inputs((1, 1, 64, 64), torch.bfloat16, "cpu")
+    o, lse = fa.triton_forward(q, k, v, False, 0.125)
+    assert fa.triton_backward(q, k, v, o, lse, q, False, 0.125) == "gluon" and len(calls) == 1
+    for named in (dict(variant=fa.BWD_VARIANT), dict(use_tma=False)):
+        grads = fa.triton_backward(q, k, v, o, lse, q, False, 0.125, **named)
+        assert len(grads) == 3 and len(calls) == 1, named

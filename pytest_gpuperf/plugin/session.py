@@ -27,7 +27,7 @@ from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
 from .outputs import write_failure
 from .shard import Sharding, by_recorded_time
-from .workers import LOAD_INPUT, load_distribution, sharing_message
+from .workers import LOAD_INPUT, load_distribution, sharing_message, xdist_workers
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
 STATE = pytest.StashKey["GpuPerf"]()
@@ -48,7 +48,6 @@ class GpuPerf:
         self._peaks: Peaks | None = None
         self._stored_peaks: dict[str, float] = {}
         self.collected: set[str] = set()
-        self.measured_in: set[str] = set()  # the processes whose records arrived (xdist gateway ids)
         self.saved: int | None = None
         self.write_error: str | None = None
         self.written: list[str] = []  # the outputs written, but for the baseline
@@ -231,8 +230,6 @@ class GpuPerf:
             for key, value in report.user_properties:
                 if key == RECORD:
                     self.results[report.nodeid] = value
-                    # an xdist worker's report names its gateway (gw0, ...); this process's none
-                    self.measured_in.add(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", ""))
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection: only the tests that will run
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -393,7 +390,7 @@ class GpuPerf:
                           f"not measured (missing): "
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
         if results:
-            tr.write_line(time_line(results, time.perf_counter() - self._t0, processes=len(self.measured_in)))
+            tr.write_line(time_line(results, time.perf_counter() - self._t0, processes=xdist_workers(config)))
             for line in first_calls_lines(results):
                 tr.write_line(line)
             work = counters_line(results) if self.settings.compare else None

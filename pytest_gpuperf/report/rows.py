@@ -196,7 +196,7 @@ def time_line(results: list[Result], session_s: float, span: str = "since start"
     autotuning), samples, the harness's own warm-up and calibration (by Phase, where results carry
     them), and everything outside gpu_benchmark (inputs, references, correctness checks, profiling,
     collection, a worker's start). `span` names the time `session_s` covers; `processes` (pytest-xdist's
-    workers that measured) each had all of it, so the time outside measurements is theirs together."""
+    workers) each had all of it, so the time outside measurements is theirs together."""
     def total(key: str) -> float:
         return sum(as_number(getattr(r, key)) or 0.0 for r in results)
 
