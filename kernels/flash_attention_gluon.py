@@ -152,6 +152,12 @@ def tiles_for(head_dim: int, causal: bool, n: int) -> Tiles:
 # ----------------------------------------------------------------------------------------------
 # partitions
 # ----------------------------------------------------------------------------------------------
+@gluon.constexpr_function
+def wgmma_layout(n):
+    """The accumulator layout of one warpgroup's wgmma of ``n`` columns (instructions 16 x n x 16)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, n, 16])
+
+
 @gluon.jit
 def _loader(q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks):
     """Q of every consumer, then K_i and V_i for i < n_blocks through the rings."""
@@ -261,10 +267,8 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
     NUM_STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     dtype: gl.constexpr = q_smem.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
+    s_layout: gl.constexpr = wgmma_layout(BLOCK_N)
+    o_layout: gl.constexpr = wgmma_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
 

@@ -54,7 +54,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from kernels.flash_attention import LOG2E
-from kernels.flash_attention_gluon import DTYPES, MAX_REGS, REG_STEP, SM_REGISTERS, SM_SHARED_BYTES
+from kernels.flash_attention_gluon import DTYPES, MAX_REGS, REG_STEP, SM_REGISTERS, SM_SHARED_BYTES, wgmma_layout
 
 #: consumer warpgroups of a program (the kernel's partitions are written for two)
 CONSUMERS = 2
@@ -315,12 +315,9 @@ def _consumer(k_all, v_tile, kv_bar, ds_all, ds_bars, dq_smem, ring, dq_desc, dk
     BLOCK_N: gl.constexpr = k_tile.shape[0]
     HEAD_DIM: gl.constexpr = k_tile.shape[1]
     dtype: gl.constexpr = k_tile.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_M, 16])
-    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, HEAD_DIM, 16])
-    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, dq_smem.shape[2], 16])
+    s_layout: gl.constexpr = wgmma_layout(BLOCK_M)
+    kv_layout: gl.constexpr = wgmma_layout(HEAD_DIM)
+    dq_layout: gl.constexpr = wgmma_layout(dq_smem.shape[2])
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, kv_layout)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, kv_layout)
     mbarrier.wait(kv_bar, 0)
