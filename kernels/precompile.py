@@ -119,13 +119,15 @@ def _read_record(path: Path) -> dict[str, list[str]]:
 
 def _write_record(path: Path, key: str, compiled: set[str]) -> None:
     """Add `compiled` to context `key`'s entry, which becomes the newest; only the KEPT_CONTEXTS newest
-    stay. Atomically: a lost race with another process only costs a pool start later."""
+    stay. A record that cannot be written only costs a pool start later."""
     from pytest_gpuperf.core.files import atomic_write_text
 
-    record = _read_record(path)
-    entry = set(record.pop(key, [])) | compiled
-    record[key] = sorted(entry)
-    with contextlib.suppress(OSError):
+    from filelock import FileLock, Timeout
+
+    with contextlib.suppress(OSError, Timeout), FileLock(f"{path}.lock", timeout=30):
+        record = _read_record(path)  # under the lock: pytest-xdist's workers each add their share
+        entry = set(record.pop(key, [])) | compiled
+        record[key] = sorted(entry)
         atomic_write_text(path, json.dumps(dict(list(record.items())[-KEPT_CONTEXTS:])))
 
 
@@ -145,15 +147,19 @@ class Precompiled:
     compiled: int  # now, in the worker pool
     earlier: int  # found in DONE_FILE: compiled into this cache before
     failed: int  # left for the call itself to raise, where its test reports it
+    others: int = 0  # the other processes' share (`share`)
 
 
-def compile_all(specs: Specs, workers: int | None = None) -> Precompiled:
+def compile_all(specs: Specs, workers: int | None = None, share: tuple[int, int] = (0, 1)) -> Precompiled:
     """Compile in up to `workers` processes (default: one per CPU) the `specs` not compiled into this
-    Triton cache before (DONE_FILE)."""
+    Triton cache before (DONE_FILE). `share` (index, count): this process compiles one of `count`
+    disjoint shares, as pytest-xdist's workers do, each with its part of the CPUs; the others' kernels
+    reach the cache as their pools finish (a call that comes first compiles its kernel itself)."""
     if not specs:
         return Precompiled(0, 0, 0)
     from triton import knobs
 
+    index, count = share
     # Where the binaries land must stay where the calls look: Inductor, on its first compile,
     # points TRITON_CACHE_DIR at its own directory unless it is set, and later Triton calls would
     # then miss every binary compiled here.
@@ -162,7 +168,9 @@ def compile_all(specs: Specs, workers: int | None = None) -> Precompiled:
     done = set(_read_record(record_path).get(key, []))
     prints = {data: _digest([module, name, data]) for data, (module, name) in specs.items()}
     pending = {data: spec for data, spec in specs.items() if prints[data] not in done}
-    compiled = _compile_in_pool(pending, workers or os.cpu_count() or 1) if pending else []
+    mine = {data: spec for data, spec in pending.items() if int(prints[data], 16) % count == index}
+    cpus = max(1, (os.cpu_count() or 1) // count)
+    compiled = _compile_in_pool(mine, workers or cpus) if mine else []
     if compiled:
         _write_record(record_path, key, {prints[data] for data in compiled})
-    return Precompiled(len(compiled), len(specs) - len(pending), len(pending) - len(compiled))
+    return Precompiled(len(compiled), len(specs) - len(pending), len(mine) - len(compiled), len(pending) - len(mine))

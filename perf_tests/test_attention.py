@@ -392,7 +392,7 @@ def test_gluon_three_consumer_causal_tail(gpu_assert_close):
     gpu_assert_close(o, expected, **fa.tolerance(expected, q.dtype))
 
 
-def test_triton_backward_takes_the_gluon_kernel_unless_told_otherwise(monkeypatch):
+def test_triton_backward_takes_the_gluon_kernel_unless_told_otherwise(monkeypatch, device):
     """Where the Gluon backward takes a case (stubbed here) triton_backward runs it, unless use_tma,
     config or variant asks for the Triton kernel (tuning sweeps and the config tests rely on that)."""
     calls = []
@@ -404,7 +404,7 @@ def test_triton_backward_takes_the_gluon_kernel_unless_told_otherwise(monkeypatc
             return "gluon"
 
     monkeypatch.setattr(fa, "gluon_kernel", lambda name, *tensors: Gluon if name == fa.GLUON_BACKWARD else None)
-    q, k, v = fa.make_inputs((1, 1, 64, 64), torch.bfloat16, "cpu")
+    q, k, v = fa.make_inputs((1, 1, 64, 64), torch.bfloat16, device)
     o, lse = fa.triton_forward(q, k, v, False, 0.125)
     assert fa.triton_backward(q, k, v, o, lse, q, False, 0.125) == "gluon" and len(calls) == 1
     for named in (dict(variant=fa.BWD_VARIANT), dict(use_tma=False)):

@@ -48,6 +48,34 @@ def test_the_gap_is_measured_once_per_gpu_and_kept_for_later_processes(cache_dir
     assert sorted(stored) == ["GPU 0|driver 1|torch 2|timing 4", "GPU 1|driver 1|torch 2|timing 4"]
 
 
+def test_the_gpus_of_a_host_are_measured_at_once_and_each_once(cache_dir, monkeypatch) -> None:
+    """Two GPUs' processes (threads here) measure side by side: each child waits until the other has
+    started, which a lock shared by all GPUs would never let happen. A second process of GPU 0 waits for
+    the first one's measurement and reads it."""
+    import threading
+
+    both = threading.Barrier(2, timeout=10)
+    started: list[int] = []
+
+    def child(index: int) -> NodeGap:
+        started.append(index)
+        if index < 2:
+            both.wait()
+        return NodeGap(0.0001 * (index + 1), 0.0001)
+
+    monkeypatch.setattr(node_gap, "_measure_in_child", child)
+    gaps: dict[int, NodeGap] = {}
+    threads = [threading.Thread(target=lambda i=i: gaps.__setitem__(i, node_gap._cached_or_measured(i)))
+               for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(started) == [0, 1] and gaps[1].cold_ms == 0.0002
+    assert node_gap._cached_or_measured(0).cold_ms == 0.0001 and sorted(started) == [0, 1]
+    assert len(json.loads((cache_dir / "node-gap.json").read_text())) == 2
+
+
 def test_a_failed_measurement_subtracts_nothing_says_why_and_is_not_stored(cache_dir, children, monkeypatch) -> None:
     started, answers = children
     answers += [NodeGap(problem="measuring it failed (RuntimeError: CUPTI unavailable)"), NodeGap(0.0003, 0.0001)]
@@ -126,27 +154,43 @@ def test_known_never_measures_and_reads_what_a_lookup_stored(cache_dir, children
     assert started == [0]
 
 
-@pytest.mark.parametrize("collect_only", [True, False])
-def test_the_session_header_measures_the_gap_only_when_tests_will_be_timed(cache_dir, children, collect_only) -> None:
+#: The processes that time nothing (--collect-only; the controller of `-n 2`) and one that does.
+ROLES = {"collect-only": dict(collectonly=True, dist="no", tx=None),
+         "xdist controller": dict(collectonly=False, dist="load", tx=["2*popen"]),
+         "timing": dict(collectonly=False, dist="no", tx=None)}
+
+
+def _perf(role: str, **more):
+    """A stand-in GpuPerf of a process in `role`, with the methods under test bound to it."""
     from types import SimpleNamespace
 
     from pytest_gpuperf.plugin.session import GpuPerf
 
+    perf = SimpleNamespace(settings=SimpleNamespace(device_index=1, counter_pass=None), is_worker=False,
+                           config=SimpleNamespace(option=SimpleNamespace(**ROLES[role])), **more)
+    perf._times_here = lambda: GpuPerf._times_here(perf)
+    perf._xdist_controller = lambda: GpuPerf._xdist_controller(perf)
+    return perf
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_session_header_measures_the_gap_only_when_tests_will_be_timed(cache_dir, children, role) -> None:
+    from pytest_gpuperf.plugin.session import GpuPerf
+
     started, answers = children
     answers.append(NodeGap(0.0003, 0.00014, 0.83, "2026-11-24 10:00"))
-    line = GpuPerf._node_gap_line(SimpleNamespace(option=SimpleNamespace(collectonly=collect_only)), 0)
-    if collect_only:
+    line = GpuPerf._node_gap_line(_perf(role), 0)
+    if role != "timing":
         assert started == [] and "not measured yet" in line
     else:
         assert started == [0] and "0.30 µs cold" in line
 
 
-@pytest.mark.parametrize("collect_only", [True, False])
-def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, children, monkeypatch,
-                                                                    collect_only) -> None:
+@pytest.mark.parametrize("role", ROLES)
+def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, children, monkeypatch, role) -> None:
     """A process that started the child after selecting its device read every graph-timed call
     apart from all others (docs/measurement.md); the tests' stream, the timer's own, is made on the
-    selected device. --collect-only measures and makes neither."""
+    selected device. --collect-only and xdist's controller (its workers time) measure and make neither."""
     from types import SimpleNamespace
 
     import torch
@@ -160,9 +204,7 @@ def test_the_gap_is_measured_before_the_session_selects_the_device(cache_dir, ch
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: order.append(f"set_device {index} after {started}"))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-    perf = SimpleNamespace(settings=SimpleNamespace(device_index=1, counter_pass=None), is_worker=False,
-                           config=SimpleNamespace(option=SimpleNamespace(collectonly=collect_only)),
-                           calibration=SimpleNamespace(stream=lambda _torch, index: order.append(f"stream {index}")))
+    perf = _perf(role, calibration=SimpleNamespace(stream=lambda _torch, index: order.append(f"stream {index}")))
     session.GpuPerf._select_device(perf)
-    assert order == (["set_device 1 after []"] if collect_only else ["set_device 1 after [1]", "stream 1"])
+    assert order == (["set_device 1 after []"] if role != "timing" else ["set_device 1 after [1]", "stream 1"])
 

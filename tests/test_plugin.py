@@ -111,7 +111,7 @@ def test_cpu_timing_under_xdist_warns_that_workers_share_cores(suite) -> None:
     result = suite.runpytest("--gpuperf", "-n", "2", "-W", "always", *FAST)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*--gpuperf on the CPU with -n 2: the workers time on shared cores*",
-                                 "gpuperf: * s since start in each of 2 workers: *, outside measurements *"])
+                                 "gpuperf: * s since start in each of 2 workers: *, outside measurements * s: before the first test *"])
     assert "shared cores" not in suite.runpytest("--gpuperf", "-n", "1", "-W", "always", *FAST).stdout.str()
 
 
@@ -441,9 +441,10 @@ def test_under_gpuperf_collection_and_each_whole_test_run_on_one_stream_of_the_s
                                                 current_device=lambda: 0))
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.setattr(session, "has_cuda", lambda: True)
-    perf = SimpleNamespace(settings=SimpleNamespace(enabled=True), calibration=Calibration(),
-                           config=SimpleNamespace(option=SimpleNamespace(collectonly=False)))
+    perf = SimpleNamespace(settings=SimpleNamespace(enabled=True), calibration=Calibration(), is_worker=False,
+                           config=SimpleNamespace(option=SimpleNamespace(collectonly=False, dist="no")))
     perf._on_session_stream = lambda: session.GpuPerf._on_session_stream(perf)
+    perf._xdist_controller = lambda: session.GpuPerf._xdist_controller(perf)
     seen = []
     hooks = [lambda: session.GpuPerf.pytest_collection(perf, SimpleNamespace())] + [
         lambda: session.GpuPerf.pytest_runtest_protocol(perf, SimpleNamespace(), None)] * 2

@@ -70,3 +70,13 @@ def test_the_record_keeps_the_newest_contexts_only(pool, monkeypatch, tmp_path):
     assert precompile.compile_all(SPECS).compiled == 2
     monkeypatch.setenv("TRITON_PTXAS_PATH", f"/ptxas/{precompile.KEPT_CONTEXTS + 1}")
     assert precompile.compile_all(SPECS).earlier == 2
+
+
+def test_processes_with_shares_compile_disjoint_parts_that_cover_every_specialization(pool):
+    """pytest-xdist's workers: each compiles its share; together they compile each specialization once,
+    and all of it counts as compiled before for a later process."""
+    specs = {f'{{"name": "k{i}"}}': ("kernels.elu", "_elu_kernel") for i in range(12)}
+    done = [precompile.compile_all(specs, share=(i, 3)) for i in range(3)]
+    assert sum(d.compiled for d in done) == 12 and all(d.others + d.compiled == 12 - d.earlier for d in done)
+    assert set().union(*pool) == set(specs) and sum(len(p) for p in pool) == 12
+    assert precompile.compile_all(specs) == precompile.Precompiled(compiled=0, earlier=12, failed=0)

@@ -12,6 +12,7 @@ subtraction off.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -106,30 +107,43 @@ def _stored(stored: dict, key: str) -> NodeGap | None:
 
 
 def _cached_or_measured(index: int) -> NodeGap:
+    """The stored gap of GPU `index`, or a child's measurement of it, stored. A lock per GPU makes
+    the processes of one GPU measure it once, while the GPUs of a host (pytest-xdist's workers) are
+    measured at once: one lock for all of them made a fresh 4-GPU host wait four children in turn."""
     from filelock import FileLock, Timeout
 
     path, key = cache_path(), _key(index)
-    lock = FileLock(str(path) + ".lock", timeout=CHILD_TIMEOUT_S + 30)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    lock = FileLock(f"{path}.{digest}.lock", timeout=CHILD_TIMEOUT_S + 30)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock.acquire()  # xdist workers on one machine: one child at a time, each GPU measured once
+        lock.acquire()
     except (OSError, Timeout):  # no usable cache directory: measure, keep nothing
         return _measure_in_child(index)
     try:
-        stored = _read(path)
-        gap = _stored(stored, key)
+        gap = _stored(_read(path), key)
         if gap is not None:
             return gap
         gap = _measure_in_child(index)
         if gap.problem is None:
-            stored[key] = asdict(gap)
-            try:
-                atomic_write_text(path, json.dumps(stored, indent=1, sort_keys=True))
-            except OSError:
-                pass  # a cache that cannot be written only costs the next run a measurement
+            _store(path, key, gap)
         return gap
     finally:
         lock.release()
+
+
+def _store(path: Path, key: str, gap: NodeGap) -> None:
+    """Add `gap` to the file under its own lock: other GPUs' processes write theirs meanwhile. A cache
+    that cannot be written only costs the next run a measurement."""
+    from filelock import FileLock, Timeout
+
+    try:
+        with FileLock(str(path) + ".lock", timeout=30):
+            stored = _read(path)
+            stored[key] = asdict(gap)
+            atomic_write_text(path, json.dumps(stored, indent=1, sort_keys=True))
+    except (OSError, Timeout):
+        pass
 
 
 def _read(path: Path) -> dict:

@@ -18,7 +18,8 @@ import pytest
 
 from ..core.counters import Counters
 from ..core.records import Result
-from ..core.units import plural
+from ..core.timeline import Timeline
+from ..core.units import as_number, plural
 from ..core.versions import version_note
 from ..measure import calibration, node_gap
 from ..measure.device import describe, has_cuda, read_clocks, software_versions
@@ -45,6 +46,8 @@ class GpuPerf:
         self.results: dict[str, dict] = {}
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self._t0 = time.perf_counter()
+        self._epoch0 = time.time()  # the test reports' clock
+        self.timeline = Timeline()  # the tests' phases, for where the time outside measurements went
         self._peaks: Peaks | None = None
         self._stored_peaks: dict[str, float] = {}
         self.collected: set[str] = set()
@@ -86,7 +89,7 @@ class GpuPerf:
             index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
         if index is not None and index >= count:
             raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
-        timing = not self.config.option.collectonly and self.settings.counter_pass is None
+        timing = self._times_here()
         if timing:
             # First: a process that started the gap's child after selecting and describing the device
             # read every graph-timed call ~0.35 µs apart from all others (docs/measurement.md).
@@ -96,6 +99,16 @@ class GpuPerf:
         if timing:
             # The tests' stream, which is the timer's own: measure() calls in tests stay on it.
             self.calibration.stream(torch, torch.cuda.current_device())
+
+    def _times_here(self) -> bool:
+        """Does this process time tests: not one that only collects, nor the counting pass, nor the
+        controller of pytest-xdist's workers (each worker measures its own GPU's node gap)?"""
+        return not (self.config.option.collectonly or self.settings.counter_pass is not None
+                    or self._xdist_controller())
+
+    def _xdist_controller(self) -> bool:
+        """Is this the controller of pytest-xdist's workers, which runs no test itself?"""
+        return not self.is_worker and xdist_workers(self.config) > 0
 
     def stale_entries(self) -> list[str]:
         """Baseline entries timed with a version whose reading of their method this gpuperf's has
@@ -211,13 +224,12 @@ class GpuPerf:
             + f"; torch {sw.get('torch')}, triton {sw.get('triton')}, CUDA {sw.get('cuda')}, driver {sw.get('driver')}",
             f"gpuperf: cache={s.timing.cache}, threshold={s.threshold:.1%}, precision={s.timing.precision:.2%}, "
             f"budget={s.timing.budget_s:g}s; baseline: {stored}" + ("" if s.compare else " (not compared)"),
-        ] + ([f"gpuperf: {self._node_gap_line(config, index)}"]
+        ] + ([f"gpuperf: {self._node_gap_line(index)}"]
              if index is not None and s.counter_pass is None else [])
 
-    @staticmethod
-    def _node_gap_line(config: pytest.Config, index: int) -> str:
-        """The header's node-gap line; a session that only collects does not measure the gap."""
-        if not config.option.collectonly:
+    def _node_gap_line(self, index: int) -> str:
+        """The header's node-gap line; a session that times nothing here does not measure the gap."""
+        if self._times_here():
             return node_gap.lookup(index).describe()
         gap = node_gap.known(index)
         return gap.describe() if gap else ("graph node gap: not measured yet on this GPU (a ~15 s CUPTI "
@@ -225,6 +237,10 @@ class GpuPerf:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect result records (from this process or, under xdist, from the workers)."""
+        start, stop = getattr(report, "start", None), getattr(report, "stop", None)
+        if start is not None and stop is not None:
+            self.timeline.add(str(getattr(report, "worker_id", "") or "main"), report.nodeid, start, stop,
+                              report.duration)
         if report.when == "call":
             self.collected.add(report.nodeid)  # an xdist controller collects nothing itself
             for key, value in report.user_properties:
@@ -275,8 +291,8 @@ class GpuPerf:
         the session's stream (the timer's own), ordered after the work queued outside it, such as
         tensors made at import, and before what follows."""
         torch = sys.modules.get("torch")
-        if not (self.settings.enabled and not self.config.option.collectonly and torch is not None
-                and has_cuda()):
+        if not (self.settings.enabled and not self.config.option.collectonly and not self._xdist_controller()
+                and torch is not None and has_cuda()):
             yield
             return
         with self.calibration.on_stream(torch, torch.cuda.current_device()):
@@ -390,7 +406,10 @@ class GpuPerf:
                           f"not measured (missing): "
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
         if results:
-            tr.write_line(time_line(results, time.perf_counter() - self._t0, processes=xdist_workers(config)))
+            workers = xdist_workers(config)
+            outside = self.timeline.outside(self._epoch0, time.time(), workers,
+                                            {r.id.nodeid: as_number(r.wall_s) or 0.0 for r in results})
+            tr.write_line(time_line(results, time.perf_counter() - self._t0, processes=workers, outside=outside))
             for line in first_calls_lines(results):
                 tr.write_line(line)
             work = counters_line(results) if self.settings.compare else None

@@ -8,6 +8,7 @@ import statistics
 from typing import Iterable
 
 from ..core.records import Phase, Result, nodeid_name, nodeid_param, record_group
+from ..core.timeline import Outside
 from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate, plural
 from ..core.peak_names import peak_label
 
@@ -191,12 +192,14 @@ def ceiling_line(results: list[Result]) -> str | None:
             f"{peak_label(top.peak)} (docs/measurement.md)")
 
 
-def time_line(results: list[Result], session_s: float, span: str = "since start", processes: int = 1) -> str:
+def time_line(results: list[Result], session_s: float, span: str = "since start", processes: int = 1,
+              outside: Outside | None = None) -> str:
     """Where the session's time went, so a slow suite says what to cut: first calls (compiling,
     autotuning), samples, the harness's own warm-up and calibration (by Phase, where results carry
     them), and everything outside gpu_benchmark (inputs, references, correctness checks, profiling,
-    collection, a worker's start). `span` names the time `session_s` covers; `processes` (pytest-xdist's
-    workers) each had all of it, so the time outside measurements is theirs together."""
+    collection, a worker's start), broken down where the test reports' times give `outside`. `span`
+    names the time `session_s` covers; `processes` (pytest-xdist's workers) each had all of it, so the
+    time outside measurements is theirs together."""
     def total(key: str) -> float:
         return sum(as_number(getattr(r, key)) or 0.0 for r in results)
 
@@ -208,7 +211,16 @@ def time_line(results: list[Result], session_s: float, span: str = "since start"
             f"(first calls, i.e. "
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
             f"{max(wall - first - sampled, 0.0):.1f} s" + _phase_parts(results) + repeated
-            + f"), outside measurements {max(session_s * max(processes, 1) - wall, 0.0):.1f} s")
+            + f"), outside measurements {max(session_s * max(processes, 1) - wall, 0.0):.1f} s"
+            + (_outside_parts(outside) if outside is not None else ""))
+
+
+def _outside_parts(outside: Outside) -> str:
+    """': before the first test 61.0 s (...), the tests' own work 91.1 s (test_x 34.7 s, ...), ...'."""
+    heaviest = ", ".join(f"{name} {s:.1f} s" for name, s in outside.heaviest)
+    return (f": before the first test {outside.before_first_test_s:.1f} s (start, collection, precompiling), "
+            f"the tests' own work {outside.own_work_s:.1f} s" + (f" ({heaviest})" if heaviest else "")
+            + f", after the last test {outside.after_last_test_s:.1f} s, between tests {outside.between_tests_s:.1f} s")
 
 
 #: The closing summary names this many of the slowest first calls...

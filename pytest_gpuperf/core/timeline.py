@@ -1,0 +1,78 @@
+"""Where a session's time went outside its measurements, from pytest's test reports: each process's
+time before its first test (its start, collection and collection hooks such as a suite's precompile),
+the tests' own work (their setup, body and teardown less their measurements: inputs, references,
+checks), the time after each process's last test (waiting for the other workers), and the rest,
+between tests (pytest's own hooks and reporting)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .records import nodeid_name
+
+#: The outside-measurements breakdown names this many test functions whose own work took longest.
+HEAVIEST_SHOWN = 3
+
+
+@dataclass
+class ProcessSpan:
+    """The tests one process ran: when its first started and its last ended (the reports' epoch
+    times)."""
+
+    first_start: float
+    last_stop: float
+
+
+@dataclass(frozen=True)
+class Outside:
+    """A session's time outside measurements, summed over its processes (pytest-xdist's workers)."""
+
+    total_s: float
+    before_first_test_s: float
+    own_work_s: float
+    after_last_test_s: float
+    between_tests_s: float
+    #: (test function, seconds of own work), largest first
+    heaviest: tuple[tuple[str, float], ...]
+
+
+@dataclass
+class Timeline:
+    """Test reports' phases, per process and per test, as the session's (or xdist controller's)
+    pytest_runtest_logreport sees them."""
+
+    processes: dict[str, ProcessSpan] = field(default_factory=dict)
+    #: test id -> seconds in its setup, call and teardown
+    test_s: dict[str, float] = field(default_factory=dict)
+
+    def add(self, process: str, nodeid: str, start: float, stop: float, duration: float) -> None:
+        """One phase (setup, call or teardown) of a test, run by `process`, from `start` to `stop`."""
+        span = self.processes.get(process)
+        if span is None:
+            self.processes[process] = ProcessSpan(start, stop)
+        else:
+            span.first_start, span.last_stop = min(span.first_start, start), max(span.last_stop, stop)
+        self.test_s[nodeid] = self.test_s.get(nodeid, 0.0) + max(duration, 0.0)
+
+    def outside(self, started: float, ended: float, workers: int, measured: Mapping[str, float]) -> Outside | None:
+        """The session from `started` to `ended` (epoch seconds) in each of `workers` processes (1
+        without xdist), of which `measured` (test id -> measuring seconds) was measuring; None when
+        no test reported its start and end."""
+        if not self.processes:
+            return None
+        processes = max(workers, len(self.processes), 1)
+        span = max(ended - started, 0.0)
+        wall = sum(measured.values())
+        before = sum(max(p.first_start - started, 0.0) for p in self.processes.values())
+        after = sum(max(ended - p.last_stop, 0.0) for p in self.processes.values())
+        own: dict[str, float] = {}
+        for nodeid, seconds in self.test_s.items():
+            name = nodeid_name(nodeid)
+            own[name] = own.get(name, 0.0) + max(seconds - measured.get(nodeid, 0.0), 0.0)
+        own_s = sum(own.values())
+        tests_s = sum(self.test_s.values())
+        heaviest = sorted(((name, s) for name, s in own.items() if s > 0), key=lambda x: (-x[1], x[0]))
+        return Outside(total_s=max(span * processes - wall, 0.0), before_first_test_s=before, own_work_s=own_s,
+                       after_last_test_s=after,
+                       between_tests_s=max(span * processes - before - after - tests_s, 0.0),
+                       heaviest=tuple(heaviest[:HEAVIEST_SHOWN]))

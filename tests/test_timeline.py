@@ -1,0 +1,53 @@
+"""core/timeline.py: where a session's time outside measurements went, from test reports' times."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpuperf.core.timeline import HEAVIEST_SHOWN, Timeline
+from pytest_gpuperf.report import rows as report_rows
+
+
+def _two_workers() -> Timeline:
+    """Two workers from t=100: gw0 runs a (setup 1 s, call 3 s) from 110 and c from 114 to 120;
+    gw1 runs b from 112 to 117."""
+    t = Timeline()
+    t.add("gw0", "f.py::test_a[1]", 110.0, 111.0, 1.0)
+    t.add("gw0", "f.py::test_a[1]", 111.0, 114.0, 3.0)
+    t.add("gw1", "f.py::test_b", 112.0, 117.0, 5.0)
+    t.add("gw0", "f.py::test_a[2]", 114.0, 120.0, 6.0)
+    return t
+
+
+def test_outside_splits_each_workers_span_into_before_own_work_after_and_between():
+    out = _two_workers().outside(100.0, 121.0, 2, {"f.py::test_a[1]": 2.0, "f.py::test_b": 1.0})
+    assert out.total_s == pytest.approx(2 * 21 - 3)
+    assert out.before_first_test_s == pytest.approx(10 + 12)
+    assert out.after_last_test_s == pytest.approx(1 + 4)
+    # own work: a[1] 4 - 2, a[2] 6 (not measured), b 5 - 1
+    assert out.own_work_s == pytest.approx(12)
+    assert out.heaviest == (("test_a", 8.0), ("test_b", 4.0))
+    # 42 s of process time: 22 before, 5 after, 15 in tests, nothing between
+    assert out.between_tests_s == pytest.approx(0)
+
+
+def test_outside_names_only_the_heaviest_and_needs_reports():
+    t = Timeline()
+    for i in range(HEAVIEST_SHOWN + 2):
+        t.add("main", f"f.py::test_{i}", 1.0 + i, 1.0 + i + 0.1 * (i + 1), 0.1 * (i + 1))
+    out = t.outside(0.0, 10.0, 0, {})
+    assert [name for name, _ in out.heaviest] == [f"test_{i}" for i in range(HEAVIEST_SHOWN + 1, 1, -1)]
+    assert (out.before_first_test_s, out.after_last_test_s) == pytest.approx((1.0, 4.5))
+    assert out.between_tests_s == pytest.approx(10 - 1 - 4.5 - 1.5)
+    assert Timeline().outside(0.0, 1.0, 1, {}) is None
+
+
+def test_the_time_line_names_the_parts_outside_measurements():
+    from tests.test_report import make_results  # noqa: PLC0415 - the report tests' records
+
+    results = make_results(with_baseline=False)[:1]
+    vars(results[0]).update(wall_s=2.0, first_call_s=1.0, measured_s=0.5)
+    out = _two_workers().outside(100.0, 121.0, 2, {"f.py::test_a[1]": 2.0})
+    line = report_rows.time_line(results, 21.0, processes=2, outside=out)
+    assert line.endswith("outside measurements 40.0 s: before the first test 22.0 s (start, collection, "
+                         "precompiling), the tests' own work 13.0 s (test_a 8.0 s, test_b 5.0 s), after the last "
+                         "test 5.0 s, between tests 0.0 s")
