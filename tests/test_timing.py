@@ -119,11 +119,12 @@ def sim(monkeypatch, virtual_clock):
     return SimDevice(virtual_clock, l2_bytes=525 << 20, read_bytes_per_ms=3e9)
 
 
-def _run(sim, fn, prefer=None, cache="cold", loaded=False):
+def _run(sim, fn, prefer=None, cache="cold", loaded=False, baseline_clock_mhz=None):
     from pytest_gpuperf.measure import cuda_timer as timing
 
     config = TimingConfig(cache=cache, budget_s=0.15, warmup_s=0.05, batch_s=0.01)
-    return timing.CudaTimer(fn, config, (), prefer, torch=sim.torch, loaded=loaded).run()
+    return timing.CudaTimer(fn, config, (), prefer, torch=sim.torch, loaded=loaded,
+                            baseline_clock_mhz=baseline_clock_mhz).run()
 
 
 @pytest.mark.parametrize("footprint_mib, flushed", [(1, True), (600, False)])
@@ -400,6 +401,36 @@ def test_sim_a_call_whose_baseline_was_loaded_is_warmed_longer_and_sampled_unbro
     else:  # the cap never engaged: the whole longer warm-up, in case it engages late
         assert len(calls) * 0.25e-3 > timing.POWER_CAP_WARMUP_S  # the calls' GPU seconds
     assert sum(idle[1:]) < 0.01 * (len(m.batch_medians) - 1)
+
+
+@pytest.mark.parametrize("baseline_mhz, matched", [(1965, True), (1600, False), (None, False)])
+def test_sim_a_loaded_call_at_its_baselines_clock_ends_its_longer_warm_up(sim, monkeypatch, baseline_mhz,
+                                                                           matched) -> None:
+    """A call whose baseline was loaded, now at boost clock: where the baseline's samples ran at that
+    clock too (within POWER_CAP_SETTLED_MHZ) both sides are sampled alike, and the longer warm-up ends
+    after POWER_CAP_MIN_S; at another clock, or none recorded, it takes the whole warm-up."""
+    from pytest_gpuperf.measure import cuda_timer as timing
+    from pytest_gpuperf.measure.device import ClockState
+
+    _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980)], read_ms=0.0)
+    m = _run(sim, sim.kernel(0.25, host_ms=0.01), loaded=True, baseline_clock_mhz=baseline_mhz)
+    if matched:
+        assert timing.POWER_CAP_MIN_S <= m.phases["power cap"] < timing.POWER_CAP_WARMUP_S / 2
+    else:
+        assert m.phases["power cap"] >= timing.POWER_CAP_WARMUP_S
+    assert not m.loaded
+
+
+def test_clock_matched_needs_four_readings_near_each_other_and_the_baseline():
+    from pytest_gpuperf.measure.device import ClockState
+    from pytest_gpuperf.measure.power_cap import POWER_CAP_READS, clock_matched
+
+    steady = [ClockState(mhz, ["sw_power_cap"], 1980) for mhz in (1530, 1545, 1530, 1545)]
+    assert clock_matched(steady, 1530) and clock_matched(steady, 1560)
+    assert not clock_matched(steady, 1500) and not clock_matched(steady, None)
+    assert not clock_matched(steady[:POWER_CAP_READS - 1], 1530)
+    assert not clock_matched(steady[:3] + [ClockState(1590, [], 1980)], 1560)
+    assert not clock_matched([ClockState()] * POWER_CAP_READS, 1530)  # no NVML readings
 
 
 @pytest.mark.parametrize("held_first", [False, True])

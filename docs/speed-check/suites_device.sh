@@ -7,6 +7,11 @@
 set -uo pipefail
 S=$(date +%s)
 export PYTHONUNBUFFERED=1
+# The device image sets PYTHONDONTWRITEBYTECODE and ships torch without .pyc files, so each Python
+# process (pytest, its workers, the precompile pool, the node-gap child) compiled torch's sources
+# anew, ~9 s of CPU each; pip installs write them. Bytecode under a prefix of its own, as there.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/gpuperf-pycache}
 nvidia-smi --query-gpu=index,name,driver_version,temperature.gpu --format=csv,noheader
 run() {  # folder, name, extra args...
   local dir=$1 name=$2; shift 2

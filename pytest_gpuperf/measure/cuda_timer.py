@@ -17,7 +17,7 @@ from .host_pace import HostPace, spin_each_ms, spin_gpu_ms
 from .method import MAX_GRAPH_CALLS, graph_calls, graph_timed, launch_bound
 from .measurement import CaptureFailure, Measurement, PhaseClock, TimingConfig, should_stop, tensor_bytes
 from .power_cap import (FILL_FACTOR, FILL_FIRST_MS, FILL_GAPS, POWER_CAP_AHEAD, POWER_CAP_MIN_S, POWER_CAP_STEP_S,
-                        POWER_CAP_WARMUP_S, cap_clear, cap_settled)
+                        POWER_CAP_WARMUP_S, cap_clear, cap_settled, clock_matched)
 from .replay_state import NODES, SPIN_MS, ReplayProbe, empty_kernel, slowed_by
 
 #: An uncapturable call at least this long (GPU time) is timed with events around each call, as any
@@ -79,7 +79,8 @@ class CudaTimer:
     """One CUDA measurement: warm-up and calibration, method choice, then batches of samples."""
 
     def __init__(self, fn: Callable[[], Any], config: TimingConfig, inputs: Any, prefer: str | None,
-                 torch: Any = None, calibration: Calibration | None = None, loaded: bool = False) -> None:
+                 torch: Any = None, calibration: Calibration | None = None, loaded: bool = False,
+                 baseline_clock_mhz: int | None = None) -> None:
         if torch is None:  # tests pass a simulated device (tests/sim_cuda.py)
             import torch
 
@@ -96,6 +97,7 @@ class CudaTimer:
         self.long_call = False
         self.loaded = False  # the cap held this call: warmed longer, sampled unbroken (_hold_power_cap)
         self.hold = loaded  # the baseline's call was: warm longer and sample unbroken whatever the clock
+        self.baseline_clock_mhz = baseline_clock_mhz  # the SM clock the baseline's samples ran at
         self.unbroken = False  # untimed calls fill the host's gaps between batches (_sample)
         self._batch_done: float | None = None  # host clock when the last batch's samples had run
         self.phases = PhaseClock()
@@ -139,7 +141,8 @@ class CudaTimer:
 
     def _hold_power_cap(self, seen: bool) -> None:
         """The cap holds this call's clock down (`seen`), or held its baseline's: warm it until the cap
-        settles its clock (`cap_settled`) or for POWER_CAP_WARMUP_S, and sample it in an unbroken loop,
+        settles its clock (`cap_settled`), its clock runs at the baseline's (`clock_matched`) or for
+        POWER_CAP_WARMUP_S, and sample it in an unbroken loop,
         at the clock a program calling it in a loop gets. It is `loaded` (where events or a graph time
         it) if the cap was seen or holds it at the end: a call the cap no longer holds leaves that state.
         Where the cap is far off (`cap_clear`) the warm-up ends early and the call is not loaded: a
@@ -159,7 +162,7 @@ class CudaTimer:
                 may_end = elapsed >= POWER_CAP_MIN_S
                 clear = may_end and cap_clear(readings, shares)
                 if (elapsed >= POWER_CAP_WARMUP_S or len(host) >= MAX_WARMUP_CALLS or clear
-                        or (may_end and cap_settled(readings))):
+                        or (may_end and (cap_settled(readings) or clock_matched(readings, self.baseline_clock_mhz)))):
                     break
             self.loaded = (seen and not clear) or readings[-1].power_limited
             self.torch.cuda.synchronize()

@@ -16,6 +16,10 @@ POWER_CAP_MIN_S = 0.25
 POWER_CAP_STEP_S = 0.05
 POWER_CAP_READS = 4
 POWER_CAP_SETTLED_MHZ = 30
+#: ... or once the clock runs where the baseline's samples ran: after POWER_CAP_MIN_S, the last
+#: POWER_CAP_READS readings within POWER_CAP_SETTLED_MHZ of each other and of the baseline's clock.
+#: Both sides are then sampled at one clock, which is what the longer warm-up waits for; a cap that
+#: engages later lowers this side's clock, which the verdict's clock rule reads.
 #: ... and sooner still for a call whose baseline the cap held but which the cap does not hold now,
 #: where the cap is far off: after POWER_CAP_MIN_S, the last POWER_CAP_READS readings not held down
 #: and drawing under this share of the enforced power limit. The cap acts on a running average of
@@ -47,3 +51,12 @@ def cap_settled(readings: list[ClockState]) -> bool:
     last = readings[-POWER_CAP_READS:]
     clocks = [r.sm_clock_mhz for r in last if r.power_limited and r.sm_clock_mhz]
     return len(clocks) == POWER_CAP_READS and max(clocks) - min(clocks) <= POWER_CAP_SETTLED_MHZ
+
+
+def clock_matched(readings: list[ClockState], baseline_mhz: int | None) -> bool:
+    """Does the clock run where the baseline's samples ran? The last POWER_CAP_READS readings lie
+    within POWER_CAP_SETTLED_MHZ of each other and of `baseline_mhz` (None: unknown, never)."""
+    clocks = [r.sm_clock_mhz for r in readings[-POWER_CAP_READS:] if r.sm_clock_mhz]
+    if not baseline_mhz or len(clocks) < POWER_CAP_READS:
+        return False
+    return max(clocks + [baseline_mhz]) - min(clocks + [baseline_mhz]) <= POWER_CAP_SETTLED_MHZ

@@ -20,7 +20,7 @@ CPU_SAMPLE_S = 1e-4
 
 
 def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs: Any = (),
-            prefer: str | None = None, loaded: bool = False,
+            prefer: str | None = None, loaded: bool = False, baseline_clock_mhz: int | None = None,
             calibration: Calibration | None = None) -> Measurement:
     """Time `fn()`; CUDA timing when `inputs` or fn's result live on a CUDA device, a host clock otherwise.
 
@@ -29,7 +29,8 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
     host's launch time), and the two methods see different cache states, so a comparison should
     time both sides the same way. `loaded`: the baseline was sampled under the power cap in an unbroken
     loop, so this measurement is too, whatever the clock at its warm-up's end (the cap engages up to a
-    second into a load). `calibration`: the per-device calibrations
+    second into a load); `baseline_clock_mhz`, the SM clock its samples ran at, ends that longer warm-up
+    once this call's clock runs there too. `calibration`: the per-device calibrations
     to use and fill (default: the process's, calibration.default())."""
     config = config or TimingConfig()
     start = time.perf_counter()
@@ -41,7 +42,8 @@ def measure(fn: Callable[[], Any], config: TimingConfig | None = None, *, inputs
         # The timer's own calls return the value; holding the first one through the measurement
         # would keep a second copy of every output on the device meanwhile.
         del value
-        m = CudaTimer(fn, config, inputs, prefer, calibration=calibration, loaded=loaded).run()
+        m = CudaTimer(fn, config, inputs, prefer, calibration=calibration, loaded=loaded,
+                      baseline_clock_mhz=baseline_clock_mhz).run()
     else:
         # No CUDA tensor in sight, yet the callable may launch work (a kernel writing into a buffer it
         # closes over): a host clock then only sees launches unless each sample waits for the device.

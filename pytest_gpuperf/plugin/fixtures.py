@@ -12,6 +12,7 @@ import pytest
 
 from ..core import verdict as verdict_mod
 from ..core.records import Identity, Method, Result, of_peak
+from ..core.units import as_number
 from ..core.versions import TIMING_VERSION
 from ..core.counters import declared_bytes_note
 from ..measure.device import has_cuda, l2_cache_bytes, peak_name
@@ -95,6 +96,7 @@ class GpuBenchmark:
 
         def run() -> tuple[Result, Measurement]:
             measurement = measure(call, settings.timing, inputs=inputs, prefer=prefer, loaded=loaded,
+                                  baseline_clock_mhz=as_number(base.sm_clock_mhz) if base is not None else None,
                                   calibration=perf.calibration)
             for key in totals:
                 totals[key] += getattr(measurement, key)
