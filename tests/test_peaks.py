@@ -191,3 +191,43 @@ def test_a_result_faster_than_its_peak_sets_its_own_ceiling_and_tables_name_each
     assert [peak_label(n) for n in ("copy_gbps", "copy_8192kib_gbps", "copy_64kib_gbps", "bf16_tflops", None)] == \
         ["copy", "copy 8 MiB", "copy 64 KiB", "bf16 mm", "-"]
     assert peak_label("bf16_tflops", 0.046) == "kernel"
+
+
+
+@pytest.mark.parametrize("stack, cached, expected", [
+    ("same", {}, {"copy_gbps": 4254.5, "bf16_tflops": 688.2}),
+    ("same", {"bf16_tflops": 700.0}, {"copy_gbps": 4254.5, "bf16_tflops": 700.0}),
+    ("other torch", {}, {}),
+    ("same", None, {"copy_gbps": 4254.5, "bf16_tflops": 688.2}),  # no pytest cache at all
+])
+def test_a_fresh_checkout_takes_the_peaks_of_a_baseline_recorded_under_its_stack(stack, cached, expected) -> None:
+    """No pytest cache yet (a fresh CI machine; each xdist worker before any wrote one): the peaks are
+    the baseline's where it was recorded under this torch, CUDA and driver, with the cache's winning,
+    and none (measured on use) under another stack; an implausible stored peak is never taken."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.plugin.session import GpuPerf
+    from pytest_gpuperf.store.baseline import Baseline
+
+    software = dict(software_versions())
+    if stack != "same":
+        software["torch"] = "0.0.1"
+    device = {"key": "nvidia-h200", "name": "NVIDIA H200", "capability": "9.0",
+              "peaks": {"copy_gbps": 4254.5, "bf16_tflops": 688.2, "fp32_tflops": 0.0}}
+    cache = None if cached is None else SimpleNamespace(get=lambda key, default: cached)
+    perf = SimpleNamespace(baseline=Baseline(Path("b.yaml"), device, software, "now"), device=device,
+                           config=SimpleNamespace(cache=cache, rootpath=Path("."), getini=lambda name: ".pytest_cache"),
+                           calibration=None, _peaks=None, _peaks_key=lambda: "k")
+    perf._baseline_peaks = lambda: GpuPerf._baseline_peaks(perf)
+    perf._peaks_file = lambda: Path("peaks")
+    assert GpuPerf.peaks.fget(perf).values == expected
+
+
+@pytest.mark.parametrize("changed", ["torch", "cuda", "driver"])
+def test_peaks_of_another_torch_cuda_or_driver_are_not_taken(changed) -> None:
+    from pytest_gpuperf.measure.peaks import same_stack
+
+    a = {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": "580.1", "triton": "3.6.0", "python": "3.12"}
+    assert same_stack(a, dict(a, triton="3.7.0", python="3.11"))
+    assert not same_stack(a, dict(a, **{changed: "other"}))

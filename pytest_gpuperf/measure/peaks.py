@@ -100,10 +100,19 @@ def valid_peaks(peaks: dict | None, kind: str) -> tuple[dict[str, float], dict[s
     return good, bad
 
 
+#: The versions a peak depends on: one measured under another of them is not reused.
+PEAK_STACK = ("torch", "cuda", "driver")
+
+
+def same_stack(software: dict, other: dict) -> bool:
+    """Were peaks under `other`'s versions measured under `software`'s stack (PEAK_STACK)?"""
+    return all(software.get(name) == other.get(name) for name in PEAK_STACK)
+
+
 def cache_key(device_key: str, software: dict) -> str:
     """pytest cache key of the peaks of one device model under one software stack: a peak measured
     under another torch, CUDA or driver version is not reused."""
-    parts = [f"{name}-{software.get(name) or 'none'}" for name in ("torch", "cuda", "driver")]
+    parts = [f"{name}-{software.get(name) or 'none'}" for name in PEAK_STACK]
     return f"gpuperf/peaks/{device_key}/" + re.sub(r"[^A-Za-z0-9.+-]+", "_", "_".join(parts))
 
 

@@ -23,7 +23,8 @@ from ..core.units import as_number, plural
 from ..core.versions import version_note
 from ..measure import calibration, node_gap
 from ..measure.device import describe, has_cuda, read_clocks, software_versions
-from ..measure.peaks import Peaks, cache_key as peak_cache_key, device_kind, merged_peaks, valid_peaks
+from ..measure.peaks import (Peaks, cache_key as peak_cache_key, device_kind, merged_peaks, same_stack,
+                             valid_peaks)
 from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
 from .outputs import write_failure
@@ -129,15 +130,28 @@ class GpuPerf:
 
     @property
     def peaks(self) -> Peaks:
-        """Measured peaks, kept in pytest's cache per device and software stack so runs share them;
-        implausible cached values are not used (peaks.Peaks re-measures them)."""
+        """Measured peaks, kept in pytest's cache per device and software stack so runs share them,
+        and taken from the baseline where it was recorded under this stack (a fresh machine, each of
+        pytest-xdist's workers, then measures none); implausible values are not used (peaks.Peaks
+        re-measures them)."""
         if self._peaks is None:
             cache = getattr(self.config, "cache", None)
             stored = cache.get(self._peaks_key(), {}) if cache is not None else {}
             self._stored_peaks = dict(stored) if isinstance(stored, dict) else {}
-            self._peaks = Peaks(self._stored_peaks, calibration=self.calibration, kind=device_kind(self.device),
+            known = merged_peaks(self._baseline_peaks(), self._stored_peaks)
+            self._peaks = Peaks(known, calibration=self.calibration, kind=device_kind(self.device),
                                 source=str(self._peaks_file()) if cache is not None else "")
         return self._peaks
+
+    def _baseline_peaks(self) -> dict[str, float]:
+        """The baseline's plausible peaks if it was recorded under this software stack, else none."""
+        base = self.baseline
+        stored = base.device.get("peaks") if base is not None else None
+        if not isinstance(stored, dict) or not isinstance(base.software, dict):
+            return {}
+        if not same_stack(software_versions(), base.software):
+            return {}
+        return valid_peaks(stored, device_kind(self.device))[0]
 
     def _peaks_key(self) -> str:
         return peak_cache_key(self.device["key"], software_versions())
