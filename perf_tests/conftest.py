@@ -110,6 +110,7 @@ def _precompile_triton(session: pytest.Session) -> None:
     import time
 
     from kernels import precompile
+    from pytest_gpuperf.plugin.workers import xdist_share
 
     stand_ins = {"device": DEVICE, "gpu_benchmark": _dry_benchmark, "gpu_assert_close": _enough}
     started = time.perf_counter()
@@ -125,23 +126,14 @@ def _precompile_triton(session: pytest.Session) -> None:
                 item.obj(**{name: params[name] if name in params else stand_ins[name] for name in names})
             except (Exception, pytest.skip.Exception, pytest.fail.Exception):  # noqa: BLE001 - see the docstring
                 pass
-    done = precompile.compile_all(specs, share=_xdist_share())
+    # Each pytest-xdist worker compiles a share of the kernels all of them run.
+    done = precompile.compile_all(specs, share=xdist_share(session.config))
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and specs:
         others = f", {done.others} by the other workers" if done.others else ""
         reporter.write_line(f"perf suite: {len(specs)} Triton kernel specializations: {done.compiled} compiled side "
                             f"by side, {done.earlier} by an earlier run{others}, {done.failed} failed "
                             f"({time.perf_counter() - started:.1f} s)")
-
-
-def _xdist_share() -> tuple[int, int]:
-    """(this worker's index, workers) under pytest-xdist, from the environment it documents for
-    workers; (0, 1) otherwise: each worker compiles a share of the kernels that all of them run."""
-    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    index = worker.removeprefix("gw")
-    if index.isdigit() and count.isdigit() and int(index) < int(count):
-        return int(index), int(count)
-    return 0, 1
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -1,5 +1,6 @@
-"""pytester runs pytest in-process and restores sys.modules after each run; torch's C extension
-cannot be imported a second time, so import it once here, before any inner run does."""
+"""pytester runs pytest in-process and restores sys.modules after each run; torch's and Triton's C
+extensions cannot be imported a second time (Triton's `triton._C.libtriton.*` submodules are made by
+the extension, not found on disk), so import them once here, before any inner run does."""
 import contextlib
 
 import pytest
@@ -8,6 +9,8 @@ from sim_cuda import VirtualClock, use_virtual_clock
 
 with contextlib.suppress(ImportError):
     import torch  # noqa: F401
+with contextlib.suppress(ImportError):
+    import triton  # noqa: F401
 
 
 @pytest.fixture

@@ -154,8 +154,9 @@ def test_known_never_measures_and_reads_what_a_lookup_stored(cache_dir, children
     assert started == [0]
 
 
-#: The processes that time nothing (--collect-only; the controller of `-n 2`) and one that does.
+#: The processes that time nothing (--collect-only, --fixtures; the controller of `-n 2`) and one that does.
 ROLES = {"collect-only": dict(collectonly=True, dist="no", tx=None),
+         "fixtures": dict(collectonly=False, showfixtures=True, dist="no", tx=None),
          "xdist controller": dict(collectonly=False, dist="load", tx=["2*popen"]),
          "timing": dict(collectonly=False, dist="no", tx=None)}
 
@@ -170,6 +171,7 @@ def _perf(role: str, **more):
                            config=SimpleNamespace(option=SimpleNamespace(**ROLES[role])), **more)
     perf._times_here = lambda: GpuPerf._times_here(perf)
     perf._xdist_controller = lambda: GpuPerf._xdist_controller(perf)
+    perf._listing = lambda: GpuPerf._listing(perf)
     return perf
 
 

@@ -193,7 +193,6 @@ def test_a_result_faster_than_its_peak_sets_its_own_ceiling_and_tables_name_each
     assert peak_label("bf16_tflops", 0.046) == "kernel"
 
 
-
 @pytest.mark.parametrize("stack, cached, expected", [
     ("same", {}, {"copy_gbps": 4254.5, "bf16_tflops": 688.2}),
     ("same", {"bf16_tflops": 700.0}, {"copy_gbps": 4254.5, "bf16_tflops": 700.0}),

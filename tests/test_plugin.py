@@ -462,3 +462,21 @@ def test_under_gpuperf_collection_and_each_whole_test_run_on_one_stream_of_the_s
     wrapper = session.GpuPerf.pytest_collection(perf, SimpleNamespace())
     next(wrapper)
     assert state["current"] is default
+    perf.config.option.collectonly, perf.config.option.dist, perf.config.option.tx = False, "load", ["2*popen"]
+    wrapper = session.GpuPerf.pytest_collection(perf, SimpleNamespace())  # xdist's controller runs no test
+    next(wrapper)
+    assert state["current"] is default
+
+
+@pytest.mark.parametrize("workerinput, share", [
+    (None, (0, 1)), ({"workerid": "gw2", "workercount": 4}, (2, 4)), ({"workerid": "gw0", "workercount": 1}, (0, 1)),
+    ({"workerid": "gw5", "workercount": 4}, (0, 1)), ({"workerid": "", "workercount": 2}, (0, 2))])
+def test_an_xdist_workers_share_comes_from_its_workerinput(workerinput, share) -> None:
+    """Which GPU a worker times on and which Triton kernels it compiles ahead: from what xdist's
+    controller gave it, not the environment a pytest run inside a worker would inherit."""
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.plugin.workers import xdist_share
+
+    config = SimpleNamespace() if workerinput is None else SimpleNamespace(workerinput=workerinput)
+    assert xdist_share(config) == share

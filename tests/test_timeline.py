@@ -26,8 +26,24 @@ def test_outside_splits_each_workers_span_into_before_own_work_after_and_between
     # own work: a[1] 4 - 2, a[2] 6 (not measured), b 5 - 1
     assert out.own_work_s == pytest.approx(12)
     assert out.heaviest == (("test_a", 8.0), ("test_b", 4.0))
-    # 42 s of process time: 22 before, 5 after, 15 in tests, nothing between
+    # 39 s outside measurements: 22 before, 5 after, 12 own work, nothing between
     assert out.between_tests_s == pytest.approx(0)
+
+
+def test_a_worker_that_ran_nothing_waits_all_along_and_a_crashed_workers_stand_in_counts_nowhere():
+    """-n 4 with tests on two workers: the other two wait the whole span (after the last test).
+    xdist reports the test a crashed worker was running with start and stop 0 and no worker id;
+    the worker restarted in its place reports under a new id, and the count stays 4."""
+    t = _two_workers()
+    t.add("main", "f.py::test_crashed", 0.0, 0.0, 0.0)
+    t.add("gw4", "f.py::test_c", 115.0, 116.0, 1.0)
+    out = t.outside(100.0, 121.0, 4, {})
+    assert set(t.processes) == {"gw0", "gw1", "gw4"} and "f.py::test_crashed" not in t.test_s
+    assert out.total_s == pytest.approx(4 * 21)
+    assert out.before_first_test_s == pytest.approx(10 + 12 + 15)
+    assert out.after_last_test_s == pytest.approx(1 + 4 + 5 + 21)  # gw4 from 116; one worker idle
+    assert out.own_work_s == pytest.approx(16)
+    assert out.between_tests_s == pytest.approx(84 - 37 - 31 - 16)
 
 
 def test_outside_names_only_the_heaviest_and_needs_reports():
@@ -49,5 +65,5 @@ def test_the_time_line_names_the_parts_outside_measurements():
     out = _two_workers().outside(100.0, 121.0, 2, {"f.py::test_a[1]": 2.0})
     line = report_rows.time_line(results, 21.0, processes=2, outside=out)
     assert line.endswith("outside measurements 40.0 s: before the first test 22.0 s (start, collection, "
-                         "precompiling), the tests' own work 13.0 s (test_a 8.0 s, test_b 5.0 s), after the last "
-                         "test 5.0 s, between tests 0.0 s")
+                         "compiling ahead, node gap), the tests' own work 13.0 s (test_a 8.0 s, test_b 5.0 s), "
+                         "after the last test 5.0 s, between tests 0.0 s")

@@ -1,8 +1,10 @@
 """Where a session's time went outside its measurements, from pytest's test reports: each process's
-time before its first test (its start, collection and collection hooks such as a suite's precompile),
-the tests' own work (their setup, body and teardown less their measurements: inputs, references,
-checks), the time after each process's last test (waiting for the other workers), and the rest,
-between tests (pytest's own hooks and reporting)."""
+time before its first test (its start, collection, collection hooks such as a suite's precompile, the
+graph node gap's measurement, a counting pass), the tests' own work (their setup, body and teardown
+less their measurements: inputs, references, checks, and the harness's work around a measurement,
+such as a peak measured on first use), the time after each process's last test (waiting for the other
+workers; a worker that ran no test waits all along), and the rest, between tests (pytest's own hooks
+and reporting)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -46,7 +48,11 @@ class Timeline:
     test_s: dict[str, float] = field(default_factory=dict)
 
     def add(self, process: str, nodeid: str, start: float, stop: float, duration: float) -> None:
-        """One phase (setup, call or teardown) of a test, run by `process`, from `start` to `stop`."""
+        """One phase (setup, call or teardown) of a test, run by `process`, from `start` to `stop`. A
+        report without real times (xdist's stand-in for the test a crashed worker was running reads
+        0 and 0) counts nowhere."""
+        if not 0 < start <= stop:
+            return
         span = self.processes.get(process)
         if span is None:
             self.processes[process] = ProcessSpan(start, stop)
@@ -55,24 +61,28 @@ class Timeline:
         self.test_s[nodeid] = self.test_s.get(nodeid, 0.0) + max(duration, 0.0)
 
     def outside(self, started: float, ended: float, workers: int, measured: Mapping[str, float]) -> Outside | None:
-        """The session from `started` to `ended` (epoch seconds) in each of `workers` processes (1
+        """The session from `started` to `ended` (epoch seconds) in each of `workers` processes (0 or 1
         without xdist), of which `measured` (test id -> measuring seconds) was measuring; None when
-        no test reported its start and end."""
+        no test reported its start and end. A worker restarted after a crash reports under a new id:
+        its spans count, the process count stays `workers`."""
         if not self.processes:
             return None
-        processes = max(workers, len(self.processes), 1)
+        processes = max(workers, 1)
         span = max(ended - started, 0.0)
-        wall = sum(measured.values())
-        before = sum(max(p.first_start - started, 0.0) for p in self.processes.values())
-        after = sum(max(ended - p.last_stop, 0.0) for p in self.processes.values())
+
+        def clipped(t: float) -> float:
+            return min(max(t, started), ended)
+
+        before = sum(clipped(p.first_start) - started for p in self.processes.values())
+        idle = max(processes - len(self.processes), 0) * span  # workers that ran no test
+        after = idle + sum(ended - clipped(p.last_stop) for p in self.processes.values())
         own: dict[str, float] = {}
         for nodeid, seconds in self.test_s.items():
             name = nodeid_name(nodeid)
             own[name] = own.get(name, 0.0) + max(seconds - measured.get(nodeid, 0.0), 0.0)
-        own_s = sum(own.values())
-        tests_s = sum(self.test_s.values())
         heaviest = sorted(((name, s) for name, s in own.items() if s > 0), key=lambda x: (-x[1], x[0]))
-        return Outside(total_s=max(span * processes - wall, 0.0), before_first_test_s=before, own_work_s=own_s,
-                       after_last_test_s=after,
-                       between_tests_s=max(span * processes - before - after - tests_s, 0.0),
+        total = max(span * processes - sum(measured.values()), 0.0)
+        own_s = sum(own.values())
+        return Outside(total_s=total, before_first_test_s=before, own_work_s=own_s, after_last_test_s=after,
+                       between_tests_s=max(total - before - after - own_s, 0.0),
                        heaviest=tuple(heaviest[:HEAVIEST_SHOWN]))

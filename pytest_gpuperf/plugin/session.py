@@ -7,7 +7,6 @@ pytest-xdist workers' results reach one summary, one JSON file and one baseline.
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
 from .outputs import write_failure
 from .shard import Sharding, by_recorded_time
-from .workers import LOAD_INPUT, load_distribution, sharing_message, xdist_workers
+from .workers import LOAD_INPUT, load_distribution, sharing_message, xdist_share, xdist_workers
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
 STATE = pytest.StashKey["GpuPerf"]()
@@ -84,10 +83,10 @@ class GpuPerf:
         count = torch.cuda.device_count()
         index = self.settings.device_index
         if index is None and self.is_worker:
-            message = sharing_message(int(self.config.workerinput.get("workercount", 1)), count)
+            message = sharing_message(xdist_share(self.config)[1], count)
             if message:  # the controller refuses first (workers.refuse_gpu_sharing); a worker's own
                 raise pytest.UsageError(message)  # view counts where its GPUs differ
-            index = int(re.sub(r"\D", "", self.config.workerinput["workerid"]) or 0) % count
+            index = xdist_share(self.config)[0] % count
         if index is not None and index >= count:
             raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
         timing = self._times_here()
@@ -102,10 +101,15 @@ class GpuPerf:
             self.calibration.stream(torch, torch.cuda.current_device())
 
     def _times_here(self) -> bool:
-        """Does this process time tests: not one that only collects, nor the counting pass, nor the
+        """Does this process time tests: not one that only lists them, nor the counting pass, nor the
         controller of pytest-xdist's workers (each worker measures its own GPU's node gap)?"""
-        return not (self.config.option.collectonly or self.settings.counter_pass is not None
-                    or self._xdist_controller())
+        return not (self._listing() or self.settings.counter_pass is not None or self._xdist_controller())
+
+    def _listing(self) -> bool:
+        """Does this process only list tests or fixtures (--collect-only, --fixtures, --setup-plan,
+        --setup-only, --help, --version)?"""
+        return any(getattr(self.config.option, name, False)
+                   for name in ("collectonly", "showfixtures", "setupplan", "setuponly", "help", "version"))
 
     def _xdist_controller(self) -> bool:
         """Is this the controller of pytest-xdist's workers, which runs no test itself?"""
@@ -143,13 +147,14 @@ class GpuPerf:
                                 source=str(self._peaks_file()) if cache is not None else "")
         return self._peaks
 
-    def _baseline_peaks(self) -> dict[str, float]:
-        """The baseline's plausible peaks if it was recorded under this software stack, else none."""
+    def _baseline_peaks(self, any_stack: bool = False) -> dict[str, float]:
+        """The baseline's plausible peaks, if it was recorded under this software stack (or
+        `any_stack`), else none."""
         base = self.baseline
         stored = base.device.get("peaks") if base is not None else None
-        if not isinstance(stored, dict) or not isinstance(base.software, dict):
+        if not isinstance(stored, dict):
             return {}
-        if not same_stack(software_versions(), base.software):
+        if not any_stack and not (isinstance(base.software, dict) and same_stack(software_versions(), base.software)):
             return {}
         return valid_peaks(stored, device_kind(self.device))[0]
 
@@ -172,9 +177,7 @@ class GpuPerf:
     def _peaks_to_record(self) -> dict[str, float]:
         """The device peaks for this run's baseline: the stored ones still plausible, updated with
         this run's undisturbed ones."""
-        stored = self.baseline.device.get("peaks") if self.baseline else None
-        kept, _ = valid_peaks(stored if isinstance(stored, dict) else None, device_kind(self.device))
-        return merged_peaks(kept, self.peaks.recordable())
+        return merged_peaks(self._baseline_peaks(any_stack=True), self.peaks.recordable())
 
     def count(self, nodeid: str, call) -> Any:
         """In the counting process: count the calls of `nodeid` (measure.counters.count_call)."""
@@ -185,11 +188,9 @@ class GpuPerf:
 
     def _counting(self) -> bool:
         """Does this process run the counting pass: the controller of a run that times tests, not
-        one that only lists them (--collect-only, --fixtures, --setup-plan, --help)?"""
-        o, s = self.config.option, self.settings
-        listing = any(getattr(o, name, False) for name in ("collectonly", "showfixtures", "setupplan", "setuponly",
-                                                            "help", "version"))
-        return s.counters and s.counter_pass is None and not self.is_worker and not listing
+        one that only lists them?"""
+        s = self.settings
+        return s.counters and s.counter_pass is None and not self.is_worker and not self._listing()
 
     def _count_before_timing(self) -> None:
         """Run the counting pass (--gpuperf-counters) and keep its counters; where it cannot run,

@@ -2,6 +2,8 @@
 run with more workers than GPUs is refused, in the controller before any worker starts."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ..core.units import plural
@@ -27,6 +29,16 @@ def xdist_workers(config: pytest.Config) -> int:
         count, star, _ = str(spec).partition("*")
         total += int(count) if star and count.isdigit() else 1
     return total
+
+
+def xdist_share(config: pytest.Config) -> tuple[int, int]:
+    """(index, count) of this pytest-xdist worker among the run's workers, from the workerinput the
+    controller gave it ('gw2' of 4 -> (2, 4)); (0, 1) in any other process."""
+    given = getattr(config, "workerinput", None) or {}
+    digits = re.sub(r"\D", "", str(given.get("workerid", "")))
+    count = int(given.get("workercount", 1) or 1)
+    index = int(digits) if digits else 0
+    return (index, count) if 0 <= index < count else (0, 1)
 
 
 def sharing_message(workers: int, gpus: int) -> str | None:

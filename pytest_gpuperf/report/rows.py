@@ -211,14 +211,15 @@ def time_line(results: list[Result], session_s: float, span: str = "since start"
             f"(first calls, i.e. "
             f"compiling and autotuning, {first:.1f} s; samples {sampled:.1f} s; warm-up and calibration "
             f"{max(wall - first - sampled, 0.0):.1f} s" + _phase_parts(results) + repeated
-            + f"), outside measurements {max(session_s * max(processes, 1) - wall, 0.0):.1f} s"
-            + (_outside_parts(outside) if outside is not None else ""))
+            + (f"), outside measurements {outside.total_s:.1f} s{_outside_parts(outside)}" if outside is not None
+               else f"), outside measurements {max(session_s * max(processes, 1) - wall, 0.0):.1f} s"))
 
 
 def _outside_parts(outside: Outside) -> str:
     """': before the first test 61.0 s (...), the tests' own work 91.1 s (test_x 34.7 s, ...), ...'."""
     heaviest = ", ".join(f"{name} {s:.1f} s" for name, s in outside.heaviest)
-    return (f": before the first test {outside.before_first_test_s:.1f} s (start, collection, precompiling), "
+    return (f": before the first test {outside.before_first_test_s:.1f} s (start, collection, compiling ahead, "
+            f"node gap), "
             f"the tests' own work {outside.own_work_s:.1f} s" + (f" ({heaviest})" if heaviest else "")
             + f", after the last test {outside.after_last_test_s:.1f} s, between tests {outside.between_tests_s:.1f} s")
 
