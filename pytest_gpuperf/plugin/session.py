@@ -83,10 +83,11 @@ class GpuPerf:
         count = torch.cuda.device_count()
         index = self.settings.device_index
         if index is None and self.is_worker:
-            message = sharing_message(xdist_share(self.config)[1], count)
+            worker, workers = xdist_share(self.config)
+            message = sharing_message(workers, count)
             if message:  # the controller refuses first (workers.refuse_gpu_sharing); a worker's own
                 raise pytest.UsageError(message)  # view counts where its GPUs differ
-            index = xdist_share(self.config)[0] % count
+            index = worker % count
         if index is not None and index >= count:
             raise pytest.UsageError(f"--gpuperf-device: device {index} does not exist ({count} visible)")
         timing = self._times_here()
