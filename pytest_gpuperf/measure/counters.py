@@ -43,7 +43,7 @@ NCU_PLACES = ("{cuda_home}/bin/ncu", "/usr/local/cuda/bin/ncu", "/opt/nvidia/nsi
 #: Options of the user's command line the counting process leaves out: it writes nothing, and is
 #: counted once (value options take the next argument unless given as `--opt=value`).
 #: Options that would stop it early or pick tests by the timing run's cache are left out as well.
-DROPPED_FLAGS = ("--gpuperf-save", "--gpuperf-counters", "-x", "--exitfirst", "--lf", "--last-failed", "--ff",
+DROPPED_FLAGS = ("--gpuperf-save", "--gpuperf-counters", "--gpuperf-count-undecided", "-x", "--exitfirst", "--lf", "--last-failed", "--ff",
                  "--failed-first", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip")
 DROPPED_VALUES = ("--gpuperf-json", "--gpuperf-markdown", "--gpuperf-plot", "--gpuperf-trace-dir",
                   "--junitxml", "--junit-xml", "--benchmark-json", "--benchmark-save", "--maxfail")
@@ -254,10 +254,12 @@ def counting_refusal() -> str | None:
 
 
 def run_counting(args: Sequence[str], cwd: Path, xdist: bool, say: Callable[[str], None],
-                 runner: Callable[..., Any] = subprocess.run, work: Path | None = None) -> CounterRun:
-    """Count every `gpu_benchmark` call the user's pytest command selects, in one process under ncu,
-    its files in `work` (emptied first; a new temporary folder by default). CounterError (one line:
-    cause and fix) where ncu is missing, refused or counted nothing."""
+                 runner: Callable[..., Any] = subprocess.run, work: Path | None = None,
+                 extra: Sequence[str] = (), when: str = "before timing") -> CounterRun:
+    """Count every `gpu_benchmark` call the user's pytest command selects (narrowed by `extra`
+    arguments, such as a plan of the tests to count and the device), in one process under ncu, its
+    files in `work` (emptied first; a new temporary folder by default). CounterError (one line: cause
+    and fix) where ncu is missing, refused or counted nothing."""
     refusal = counting_refusal()
     if refusal:
         raise CounterError(refusal)
@@ -272,8 +274,8 @@ def run_counting(args: Sequence[str], cwd: Path, xdist: bool, say: Callable[[str
     except OSError as exc:
         raise CounterError(f"cannot make the counting folder {work}: {exc.strerror or exc}") from None
     window_file, csv_path, log = work / "windows.tsv", work / "counters.csv", work / "pytest.log"
-    program = pytest_command(counting_args(args, window_file, work / "cache", xdist))
-    say(f"gpuperf: counting hardware counters with {ncu} (each call {COUNTED_CALLS} times, before timing; log {log})")
+    program = pytest_command([*counting_args(args, window_file, work / "cache", xdist), *extra])
+    say(f"gpuperf: counting hardware counters with {ncu} (each call {COUNTED_CALLS} times, {when}; log {log})")
     started = time.perf_counter()
     try:
         with open(log, "w", encoding="utf-8") as out:

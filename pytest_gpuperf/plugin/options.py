@@ -44,6 +44,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpuperf-counters", action="store_true",
                     help="also count each gpu_benchmark call's hardware counters (instructions, DRAM bytes) with "
                          "Nsight Compute, in a pass before timing, and judge them beside time")
+    group.addoption("--gpuperf-count-undecided", action="store_true",
+                    help="after timing, count with Nsight Compute only the tests whose time could not decide them "
+                         "against the baseline (unsure, or a same that could not see the threshold) and judge them "
+                         "by their counters: far cheaper than --gpuperf-counters where time decides most tests")
     group.addoption("--gpuperf-shard", metavar="K/N",
                     help="run shard K of N (K from 1): the tests left after -k/-m split into N disjoint parts, "
                          "balanced by the times recorded in this device's baseline (by count without one)")
@@ -133,6 +137,7 @@ class Settings:
     plan: Plan | None = None
     counters: bool = False  # count hardware counters in a pass before timing
     counter_pass: Path | None = None  # this process is that pass: its window file
+    count_undecided: bool = False  # after timing, count the tests time could not decide (plugin/undecided.py)
     shard: ShardSpec | None = None  # run only this shard of the tests (--gpuperf-shard)
 
     @classmethod
@@ -171,10 +176,16 @@ class Settings:
             plan=plan,
             counters=bool(config.getoption("gpuperf_counters")),
             counter_pass=path("gpuperf_counter_pass"),
+            count_undecided=bool(config.getoption("gpuperf_count_undecided")),
             shard=_parse_shard(config.getoption("gpuperf_shard")),
         )
-        if settings.counters and not settings.enabled and not config.option.help:
-            raise pytest.UsageError("--gpuperf-counters: counters are judged beside time; add --gpuperf")
+        for option, given in (("--gpuperf-counters", settings.counters),
+                              ("--gpuperf-count-undecided", settings.count_undecided)):
+            if given and not settings.enabled and not config.option.help:
+                raise pytest.UsageError(f"{option}: counters are judged beside time; add --gpuperf")
+        if settings.counters and settings.count_undecided:
+            raise pytest.UsageError("--gpuperf-count-undecided: --gpuperf-counters already counts every test; "
+                                    "give one of the two")
         if settings.enabled and settings.counter_pass is None:  # without --gpuperf nothing is written
             check_outputs([(base_where, settings.baseline_dir if settings.save else None, True),
                            ("--gpuperf-json", settings.json_path, False),

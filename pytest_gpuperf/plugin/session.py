@@ -21,14 +21,14 @@ from ..core.timeline import Timeline
 from ..core.units import as_number, plural
 from ..core.versions import version_note
 from ..measure import calibration, node_gap
-from ..measure.device import describe, has_cuda, read_clocks, software_versions
+from ..measure.device import describe, has_cuda, l2_cache_bytes, read_clocks, software_versions
 from ..measure.peaks import (Peaks, cache_key as peak_cache_key, device_kind, merged_peaks, same_stack,
                              valid_peaks)
 from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
 from .outputs import write_failure
 from .shard import Sharding, by_recorded_time
-from .workers import LOAD_INPUT, load_distribution, sharing_message, xdist_share, xdist_workers
+from .workers import LOAD_INPUT, gpu_count, load_distribution, sharing_message, xdist_share, xdist_workers
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
 STATE = pytest.StashKey["GpuPerf"]()
@@ -212,6 +212,30 @@ class GpuPerf:
                                  f"timing in {run.cost_text()}")
         say(f"gpuperf: {self.counter_note}")
 
+    def _count_undecided(self, session: pytest.Session) -> None:
+        """--gpuperf-count-undecided: count the tests time could not decide, one process per GPU the
+        run timed on, and judge them again (plugin/undecided.py); counters that say a test did more
+        work fail the session, its test having passed already."""
+        from ..measure import counters as counting
+        from .undecided import count_undecided
+
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        say = reporter.write_line if reporter is not None else (lambda line: print(line, file=sys.stderr))
+        torch = sys.modules.get("torch")
+        controller = self._xdist_controller()
+        if torch is not None and has_cuda() and not controller:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()  # the counting process needs the memory this one cached
+        workers = min(xdist_workers(self.config), gpu_count()) if controller else 0
+        devices: list[int | None] = list(range(workers)) if workers > 1 else [None]
+        recount = count_undecided(self.results, counting.run_counting, self.config.invocation_params.args,
+                                  self.config.invocation_params.dir, self.config.pluginmanager.hasplugin("xdist"),
+                                  devices, say, self.settings.threshold,
+                                  None if controller else l2_cache_bytes())
+        self.counter_note = recount.note()
+        if recount.regressions and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
     # -- hooks of the registered session object -------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
@@ -357,6 +381,8 @@ class GpuPerf:
             self._counter_file.unlink(missing_ok=True)
         if self.is_worker or not self.settings.enabled:
             return
+        if self.settings.count_undecided and self.settings.compare and self.results:
+            self._count_undecided(session)
         from ..report.markdown import write_markdown
         from ..report.plots import write_plots
         from ..report.roofline import write_rooflines
