@@ -400,6 +400,8 @@ def test_the_summary_says_what_the_counters_decided_or_why_not() -> None:
         "gpuperf: 1 test undecided by time; counters judged 2 tests (1 more work, 1 same work) and decided 1 of the 1")
     assert "baseline holds no counters" in counters_line([replace(undecided, counters=Counters.from_dict({"instructions": [1]}))])
     assert "--gpuperf-counters decides them" in counters_line([undecided])
+    other = replace(decided, judgement=replace(decided.judgement, counter_verdict="other"))
+    assert counters_line([decided, other]).endswith("(1 same work, 1 other kernels than recorded) and decided 1 of the 2")
     assert counters_line([result({"verdict": "same", "detects": 0.01, "threshold": 0.05})]) is None
 
 

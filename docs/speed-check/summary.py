@@ -25,8 +25,10 @@ print(f"loaded {len(loaded)}: power cap {sum((r.get('phases') or {}).get('power 
 verdicts = collections.Counter(r.get("verdict") for r in records)
 long = [r for r in records if r["median_ms"] >= LONG_MS]
 unsure_long = sum(1 for r in long if r.get("verdict") == "unsure")
+open_long = sum(1 for r in long if r.get("verdict") == "unsure" and r.get("counter_verdict") not in ("same", "more", "less"))
 print(f"verdicts {dict(verdicts)}; unsure among {len(long)} tests >= 20 µs: {unsure_long} "
-      f"({unsure_long / max(len(long), 1):.1%}); counters {dict(collections.Counter(r.get('counter_verdict') for r in records))}")
+      f"({unsure_long / max(len(long), 1):.1%}), {open_long} ({open_long / max(len(long), 1):.1%}) of them not decided by "
+      f"counters either; counters {dict(collections.Counter(r.get('counter_verdict') for r in records))}")
 for r in records:
     if r.get("verdict") == "slower":
         print("  slower:", r.get("nodeid"), r.get("message"))
@@ -35,4 +37,5 @@ for r in records:
 undecided = [r for r in records if r.get("detects") is not None and r.get("threshold") is not None
              and r["detects"] > r["threshold"]]
 print(f"time could not see its threshold in {len(undecided)}; counters decided "
-      f"{sum(1 for r in undecided if r.get('counter_verdict') in ('same', 'more', 'less'))} of them")
+      f"{sum(1 for r in undecided if r.get('counter_verdict') in ('same', 'more', 'less'))} of them (other kernels "
+      f"than recorded in {sum(1 for r in undecided if r.get('counter_verdict') == 'other')})")

@@ -47,6 +47,8 @@ class GpuPerf:
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self._t0 = time.perf_counter()
         self._epoch0 = time.time()  # the test reports' clock
+        #: (perf_counter, time) when the counting after timing began: the time line's span ends there
+        self._timed_until: tuple[float, float] | None = None
         self.timeline = Timeline()  # the tests' phases, for where the time outside measurements went
         self._peaks: Peaks | None = None
         self._stored_peaks: dict[str, float] = {}
@@ -219,6 +221,7 @@ class GpuPerf:
         from ..measure import counters as counting
         from .undecided import count_undecided
 
+        self._timed_until = (time.perf_counter(), time.time())  # the counting's time is its note's
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         say = reporter.write_line if reporter is not None else (lambda line: print(line, file=sys.stderr))
         torch = sys.modules.get("torch")
@@ -449,9 +452,10 @@ class GpuPerf:
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
         if results:
             workers = xdist_workers(config)
-            outside = self.timeline.outside(self._epoch0, time.time(), workers,
+            until, epoch_until = self._timed_until or (time.perf_counter(), time.time())
+            outside = self.timeline.outside(self._epoch0, epoch_until, workers,
                                             {r.id.nodeid: as_number(r.wall_s) or 0.0 for r in results})
-            tr.write_line(time_line(results, time.perf_counter() - self._t0, processes=workers, outside=outside))
+            tr.write_line(time_line(results, until - self._t0, processes=workers, outside=outside))
             for line in first_calls_lines(results):
                 tr.write_line(line)
             work = counters_line(results) if self.settings.compare else None

@@ -31,15 +31,19 @@ class Recount:
     counters: dict[str, Counters] = field(default_factory=dict)
     regressions: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall, the processes at once
     processes: int = 0
+    counted_s: float = 0.0  # the processes' counted calls (ncu's replays), summed
+    warm_s: float = 0.0  # their warm-up calls, summed
 
     def note(self) -> str:
         """One line for the summary."""
         if not self.asked:
             return "count-undecided: time decided every test that has baseline counters; nothing to count"
         text = (f"count-undecided: counted {len(self.counters)} of the {plural(len(self.asked), 'test')} time "
-                f"could not decide, after timing, in {self.seconds:.0f} s ({plural(self.processes, 'process', 'processes')})")
+                f"could not decide, after timing, in {self.seconds:.0f} s ({plural(self.processes, 'process', 'processes')} "
+                f"at once; counted calls {self.counted_s:.0f} s and their warm-up calls {self.warm_s:.0f} s "
+                f"summed over them)")
         if self.regressions:
             text += f"; {plural(len(self.regressions), 'test')} did more work: {', '.join(self.regressions[:5])}"
         if self.problems:
@@ -82,7 +86,7 @@ def count_undecided(records: dict[str, dict[str, Any]], run: Callable[..., Any],
     user's arguments pick) at once, each given its part of the tests, split by recorded measuring
     time. `run` is measure.counters.run_counting; `threshold` the session's, for a record that names
     none."""
-    from ..measure.counters import CounterError
+    from ..measure.counters import CounterError, CounterRun
 
     recount = Recount(undecided_tests(records))
     if not recount.asked:
@@ -92,21 +96,23 @@ def count_undecided(records: dict[str, dict[str, Any]], run: Callable[..., Any],
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpuperf-undecided-") as folder:
 
-        def one(index: int) -> dict[str, Counters]:
+        def one(index: int) -> CounterRun:
             plan = Path(folder) / f"plan-{index}.json"
             Plan(select=parts[index]).write(plan)
             device = devices[index]
             extra = [f"--gpuperf-ab-plan={plan}"] + ([f"--gpuperf-device={device}"] if device is not None else [])
             try:
                 return run(args, cwd, xdist, say, extra=extra, when=f"after timing, {plural(len(parts[index]), 'test')}"
-                           + (f" on GPU {device}" if device is not None else "")).counters
+                           + (f" on GPU {device}" if device is not None else ""))
             except CounterError as exc:
                 recount.problems.append(f"no counters: {exc}")
-                return {}
+                return CounterRun()
 
         with ThreadPoolExecutor(max_workers=len(parts)) as pool:
             for counted in pool.map(one, range(len(parts))):
-                recount.counters.update(counted)
+                recount.counters.update(counted.counters)
+                recount.counted_s += counted.counted_s
+                recount.warm_s += counted.warm_s
     recount.seconds, recount.processes = time.perf_counter() - started, len(parts)
     for nodeid, counters in recount.counters.items():
         if nodeid in records:

@@ -7,6 +7,7 @@ import re
 import statistics
 from typing import Iterable
 
+from ..core.counters import LESS, MORE, OTHER, SAME
 from ..core.records import Phase, Result, nodeid_name, nodeid_param, record_group
 from ..core.timeline import Outside
 from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate, plural
@@ -108,11 +109,13 @@ def counters_line(results: list[Result]) -> str | None:
     if not undecided and not judged:
         return None
     words = collections.Counter(r.judged.counter_verdict for r in judged)
-    decided = sum(1 for r in undecided if r.judged.counter_verdict)
+    # `other`: other kernels ran than recorded, so the counts were not compared and decided nothing
+    decided = sum(1 for r in undecided if r.judged.counter_verdict in (MORE, LESS, SAME))
     text = f"gpuperf: {plural(len(undecided), 'test')} undecided by time"
     if judged:
         text += (f"; counters judged {plural(len(judged), 'test')} (" + ", ".join(
-            f"{words[w]} {w} work" for w in ("more", "less", "same") if words[w])
+            f"{words[w]} {w} work" if w != OTHER else f"{words[w]} other kernels than recorded"
+            for w in (MORE, LESS, SAME, OTHER) if words[w])
                  + f") and decided {decided} of the {len(undecided)}")
     elif any(r.counters for r in results):
         text += ": the baseline holds no counters to judge them by; record them (--gpuperf-counters --gpuperf-save)"
