@@ -66,4 +66,14 @@ def test_the_time_line_names_the_parts_outside_measurements():
     line = report_rows.time_line(results, 21.0, processes=2, outside=out)
     assert line.endswith("outside measurements 40.0 s: before the first test 22.0 s (start, collection, "
                          "compiling ahead, node gap), the tests' own work 13.0 s (test_a 8.0 s, test_b 5.0 s), "
-                         "after the last test 5.0 s, between tests 0.0 s")
+                         "after the last test 5.0 s (the workers' last tests ended 3.0 s apart; the last: "
+                         "f.py::test_a[2] 6.0 s), between tests 0.0 s")
+
+
+def test_the_workers_ends_name_how_far_apart_they_were_and_the_test_that_ended_last():
+    out = _two_workers().outside(100.0, 121.0, 2, {})
+    assert out.ends_apart_s == pytest.approx(3.0) and out.last_test == ("f.py::test_a[2]", 6.0)
+    idle = _two_workers().outside(100.0, 121.0, 3, {})  # a third worker ran nothing: it ended at the start
+    assert idle.ends_apart_s == pytest.approx(20.0)
+    alone = _two_workers().outside(100.0, 121.0, 1, {})
+    assert (alone.ends_apart_s, alone.last_test) == (0.0, None)

@@ -23,6 +23,7 @@ class ProcessSpan:
 
     first_start: float
     last_stop: float
+    last_test: str = ""  # the test whose report ended last
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class Outside:
     between_tests_s: float
     #: (test function, seconds of own work), largest first
     heaviest: tuple[tuple[str, float], ...]
+    #: with several processes: how far apart their last tests ended, and the test that ended last
+    #: (test id, its seconds in setup, call and teardown): what a better order of the tests could save
+    ends_apart_s: float = 0.0
+    last_test: tuple[str, float] | None = None
 
 
 @dataclass
@@ -55,9 +60,11 @@ class Timeline:
             return
         span = self.processes.get(process)
         if span is None:
-            self.processes[process] = ProcessSpan(start, stop)
+            self.processes[process] = ProcessSpan(start, stop, nodeid)
         else:
-            span.first_start, span.last_stop = min(span.first_start, start), max(span.last_stop, stop)
+            if stop >= span.last_stop:
+                span.last_stop, span.last_test = stop, nodeid
+            span.first_start = min(span.first_start, start)
         self.test_s[nodeid] = self.test_s.get(nodeid, 0.0) + max(duration, 0.0)
 
     def outside(self, started: float, ended: float, workers: int, measured: Mapping[str, float]) -> Outside | None:
@@ -83,6 +90,11 @@ class Timeline:
         heaviest = sorted(((name, s) for name, s in own.items() if s > 0), key=lambda x: (-x[1], x[0]))
         total = max(span * processes - sum(measured.values()), 0.0)
         own_s = sum(own.values())
+        ends = sorted(self.processes.values(), key=lambda p: p.last_stop)
+        apart, last = 0.0, None
+        if processes > 1 and ends:
+            apart = clipped(ends[-1].last_stop) - (clipped(ends[0].last_stop) if len(ends) == processes else started)
+            last = (ends[-1].last_test, self.test_s.get(ends[-1].last_test, 0.0))
         return Outside(total_s=total, before_first_test_s=before, own_work_s=own_s, after_last_test_s=after,
                        between_tests_s=max(total - before - after - own_s, 0.0),
-                       heaviest=tuple(heaviest[:HEAVIEST_SHOWN]))
+                       heaviest=tuple(heaviest[:HEAVIEST_SHOWN]), ends_apart_s=apart, last_test=last)

@@ -224,7 +224,17 @@ def _outside_parts(outside: Outside) -> str:
     return (f": before the first test {outside.before_first_test_s:.1f} s (start, collection, compiling ahead, "
             f"node gap), "
             f"the tests' own work {outside.own_work_s:.1f} s" + (f" ({heaviest})" if heaviest else "")
-            + f", after the last test {outside.after_last_test_s:.1f} s, between tests {outside.between_tests_s:.1f} s")
+            + f", after the last test {outside.after_last_test_s:.1f} s{_ends_part(outside)}, between tests "
+              f"{outside.between_tests_s:.1f} s")
+
+
+def _ends_part(outside: Outside) -> str:
+    """' (the workers' last tests ended 6.2 s apart; the last: f.py::test_x 4.1 s)', with several workers."""
+    if outside.last_test is None:
+        return ""
+    nodeid, seconds = outside.last_test
+    return (f" (the workers' last tests ended {outside.ends_apart_s:.1f} s apart; the last: {nodeid} "
+            f"{seconds:.1f} s)")
 
 
 #: The closing summary names this many of the slowest first calls...
