@@ -180,7 +180,7 @@ def pytest_args_for(args: Sequence[str], repo: Path, cwd: Path) -> list[str]:
             folder_next = False
             continue
         folder_next = option in SHARED_FOLDERS
-        if option in ("--gpuperf-counters", "--gpuperf-counter-pass"):
+        if option in ("--gpuperf-counters", "--gpuperf-counter-pass", "--gpuperf-count-undecided"):
             raise AbError(f"{option}: give gpuperf ab --counters instead (it counts in each side's first round)")
         if option in OWN_OPTIONS:
             raise AbError(f"{option}: gpuperf ab sets it for each round itself; leave it out of the pytest arguments")

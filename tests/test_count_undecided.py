@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_gpuperf.core.counters import Counters
 from pytest_gpuperf.measure import counters as counting
@@ -72,7 +73,7 @@ def test_only_what_time_could_not_decide_is_counted_after_timing(suite: pytest.P
     decided = suite.runpytest("--gpuperf", "--gpuperf-count-undecided", SEEABLE, *FAST)
     decided.assert_outcomes(passed=2)
     assert suite.state["calls"] == []
-    decided.stdout.fnmatch_lines(["*count-undecided: time decided every test that has baseline counters*"])
+    decided.stdout.fnmatch_lines(["*count-undecided: time decided every test whose baseline entry holds counters*"])
 
 
 def test_more_work_counted_after_timing_fails_the_session_and_names_the_test(suite: pytest.Pytester) -> None:
@@ -103,6 +104,48 @@ def _record(nodeid: str, verdict: str, detects: float, wall_s: float, counted: b
             "counters": _counters(1000).to_dict() if counted else None}
 
 
+def test_nothing_is_counted_without_a_comparison_or_baseline_counters_or_after_a_stop(suite) -> None:
+    result = suite.runpytest("--gpuperf", "--gpuperf-count-undecided", "--gpuperf-no-compare", *FAST)
+    result.stdout.fnmatch_lines(["*count-undecided: nothing is judged under --gpuperf-no-compare*"])
+    suite.makepyfile(test_work=TEST + "\ndef test_fails():\n    assert False\n")
+    stopped = suite.runpytest("--gpuperf", "--gpuperf-count-undecided", UNSEEABLE, "-x", "-p", "no:randomly",
+                              "--gpuperf-budget", "0.1")
+    stopped.stdout.fnmatch_lines(["*count-undecided: the session stopped early; nothing counted*"])
+    assert suite.state["calls"] == []
+    suite.makepyfile(test_work=TEST)
+    for path in (suite.path / "baselines").glob("*.yaml"):  # the same baseline without its counters
+        stored = yaml.safe_load(path.read_text())
+        for entry in stored["entries"].values():
+            entry.pop("counters", None)
+        path.write_text(yaml.safe_dump(stored, explicit_end=True))
+    plain = suite.runpytest("--gpuperf", "--gpuperf-count-undecided", UNSEEABLE, *FAST)
+    plain.stdout.fnmatch_lines(["*count-undecided: the baseline holds no counters to judge by*"])
+
+
+def test_a_saved_re_measured_test_is_judged_again_on_its_judged_median_and_keeps_its_counters(suite) -> None:
+    """A recording keeps its first run's median in `history`, but a suspect is judged on its fastest
+    re-measurement: counting afterwards must not judge it on the slower first one."""
+    from pytest_gpuperf.core.records import Result
+
+    base = _record("t.py::a", "unsure", 0.2, 1.0)
+    base["baseline"] = {"median_ms": 1.0, "counters": _counters(1000).to_dict(), "history": [1.0, 1.0, 1.0]}
+    base.update(median_ms=1.02, history=[1.3], remeasured=2, change=0.02)
+    again = undecided.rejudged(base, _counters(1000), None, 0.05)
+    assert again["verdict"] != "slower" and not again["regression"] and again["counter_verdict"] == "same"
+    assert again["history"] == [1.3] and Result.from_dict(again).counters == _counters(1000)
+    suite.runpytest("--gpuperf", "--gpuperf-count-undecided", UNSEEABLE, "--gpuperf-save", *FAST)
+    stored = yaml.safe_load(next((suite.path / "baselines").glob("*.yaml")).read_text())
+    assert stored["entries"][NODE]["counters"]["instructions"] == [1000, 1000]
+
+
+def test_counting_devices_follow_the_gpus_the_workers_timed_on() -> None:
+    assert undecided.counting_devices(None, controller=True, workers=4, gpus=4) == [0, 1, 2, 3]
+    assert undecided.counting_devices(None, controller=True, workers=4, gpus=2) == [0, 1]
+    assert undecided.counting_devices(None, controller=True, workers=1, gpus=4) == [None]
+    assert undecided.counting_devices(3, controller=True, workers=4, gpus=4) == [None]  # all timed on GPU 3
+    assert undecided.counting_devices(None, controller=False, workers=0, gpus=8) == [None]
+
+
 def test_the_undecided_are_split_over_the_gpus_by_recorded_time_and_a_refusal_is_one_line() -> None:
     records = {f"t.py::{n}": _record(f"t.py::{n}", v, d, w, c) for n, v, d, w, c in [
         ("a", "unsure", 0.09, 3.0, False), ("b", "same", 0.2, 2.0, False), ("c", "same", 0.01, 5.0, False),
@@ -114,12 +157,21 @@ def test_the_undecided_are_split_over_the_gpus_by_recorded_time_and_a_refusal_is
         plan = Plan.read(Path(next(a for a in extra if a.startswith("--gpuperf-ab-plan=")).split("=", 1)[1]))
         device = next(a for a in extra if a.startswith("--gpuperf-device="))
         asked.append((device, plan.select))
+        assert "--gpuperf-shard=1/2" not in args  # the plan names the tests exactly
         if device.endswith("=1"):
             raise counting.CounterError("no Nsight Compute: ncu is not on the PATH")
         return counting.CounterRun({i: _counters(1000) for i in plan.select})
 
-    recount = undecided.count_undecided(records, run, ["t.py"], Path("."), True, [0, 1], lambda _: None, 0.05)
+    recount = undecided.count_undecided(records, run, ["t.py", "--gpuperf-shard=1/2"], Path("."), True, [0, 1],
+                                        lambda _: None, 0.05)
     assert sorted(asked) == [("--gpuperf-device=0", ["t.py::a"]), ("--gpuperf-device=1", ["t.py::b", "t.py::e"])]
     assert set(recount.counters) == {"t.py::a"} and records["t.py::a"]["counter_verdict"] == "same"
     assert records["t.py::b"].get("counter_verdict") is None
     assert "no counters: no Nsight Compute: ncu is not on the PATH" in recount.note()
+
+    def broken(*args, **kwargs):
+        raise ValueError("the window file holds garbage")
+
+    fresh = {"t.py::a": _record("t.py::a", "unsure", 0.09, 3.0)}
+    failed = undecided.count_undecided(fresh, broken, ["t.py"], Path("."), False, [None], lambda _: None, 0.05)
+    assert failed.counters == {} and "no counters: the window file holds garbage" in failed.note()

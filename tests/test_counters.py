@@ -496,8 +496,9 @@ def test_ab_refuses_counters_it_cannot_count_up_front(monkeypatch, capsys) -> No
     assert "gpuperf ab: --counters: no CUDA device is visible" in capsys.readouterr().err
     from pytest_gpuperf.ab import AbError, pytest_args_for
 
-    with pytest.raises(AbError, match="give gpuperf ab --counters instead"):
-        pytest_args_for(["--gpuperf-counters"], Path.cwd(), Path.cwd())
+    for option in ("--gpuperf-counters", "--gpuperf-count-undecided"):
+        with pytest.raises(AbError, match="give gpuperf ab --counters instead"):
+            pytest_args_for([option], Path.cwd(), Path.cwd())
 
 
 def test_bad_counters_in_a_results_file_name_the_file_and_test(tmp_path: Path) -> None:

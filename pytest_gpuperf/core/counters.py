@@ -240,6 +240,13 @@ def declared_bytes_note(declared: int | None, counters: "Counters | None", l2_by
             f"% of peak are {declared / moved:.1f}x too high; declare what the operation must move")
 
 
+def with_declared_note(warnings: Sequence[str], declared: int | None, counters: "Counters | None",
+                       l2_bytes: int | None) -> list[str]:
+    """`warnings`, and `declared_bytes_note`'s line where it has one and they lack it."""
+    note = declared_bytes_note(declared, counters, l2_bytes)
+    return [*warnings, note] if note and note not in warnings else list(warnings)
+
+
 def summed(kernels: Sequence[Mapping[str, Any]]) -> Counters:
     """One call's counters from its kernels' rows (counter -> value per kernel, and its `name`):
     sums, the launch count, occupancy weighted by each kernel's duration (`duration_ns`), and the

@@ -395,6 +395,23 @@ def beyond(change: float, bound: float, threshold: float, margin: float = 0.0) -
     return change > bound and change + min(bound, margin * threshold) >= threshold
 
 
+def undecided_same(r: Result) -> bool:
+    """A `same` whose smallest detectable change exceeds the threshold the test asked for: the time
+    could not have seen a threshold-sized change, so it decided nothing."""
+    return is_undecided(r.judged.verdict, r.judged.detects, r.threshold)
+
+
+def is_undecided(verdict: str | None, detects: float | None, threshold: float | None) -> bool:
+    """Is this verdict a `same` that could not have seen a change of `threshold` (see undecided_same)?"""
+    detects, threshold = as_number(detects), as_number(threshold)
+    return verdict == "same" and detects is not None and threshold is not None and detects > threshold
+
+
+def undecided_by_time(r: Result) -> bool:
+    """Could the time not decide this test (unsure, or an undecided same)?"""
+    return r.judged.verdict == "unsure" or undecided_same(r)
+
+
 def is_regression(v: Verdict) -> bool:
     """Does this verdict fail the test? A slowdown, more peak memory, or more work by the counters
     where time did not decide it was faster."""

@@ -14,7 +14,7 @@ from ..core import verdict as verdict_mod
 from ..core.records import Identity, Method, Result, of_peak
 from ..core.units import as_number
 from ..core.versions import TIMING_VERSION
-from ..core.counters import declared_bytes_note
+from ..core.counters import with_declared_note
 from ..measure.device import has_cuda, l2_cache_bytes, peak_name
 from ..measure.measurement import Measurement, iter_tensors
 from ..measure.timer import measure
@@ -149,8 +149,7 @@ class GpuBenchmark:
                 (pct, above), peak = of_peak(100 * fractions[bound][0]), fractions[bound][1]
         item = self._item
         counters = self._perf.counters.get(item.nodeid)
-        note = declared_bytes_note(nbytes, counters, l2_cache_bytes()) if counters is not None else None
-        warnings = m.warnings + ([note] if note else [])
+        warnings = with_declared_note(m.warnings, nbytes, counters, l2_cache_bytes() if counters is not None else None)
         name = getattr(item, "originalname", item.name)
         return Result(
             Identity(item.nodeid, name, item.callspec.id if hasattr(item, "callspec") else "", marker_group(item, name)),

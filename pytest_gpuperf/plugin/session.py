@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -195,13 +195,17 @@ class GpuPerf:
         s = self.settings
         return s.counters and s.counter_pass is None and not self.is_worker and not self._listing()
 
+    def _say(self) -> Callable[[str], None]:
+        """A line to the terminal (or stderr where there is no terminal reporter)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        return reporter.write_line if reporter is not None else (lambda line: print(line, file=sys.stderr))
+
     def _count_before_timing(self) -> None:
         """Run the counting pass (--gpuperf-counters) and keep its counters; where it cannot run,
         one line says why and the timing run goes on without counters."""
         from ..measure.counters import CounterError, run_counting
 
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        say = reporter.write_line if reporter is not None else (lambda line: print(line, file=sys.stderr))
+        say = self._say()
         try:
             run = run_counting(self.config.invocation_params.args, self.config.invocation_params.dir,
                                self.config.pluginmanager.hasplugin("xdist"), say)
@@ -217,26 +221,29 @@ class GpuPerf:
     def _count_undecided(self, session: pytest.Session) -> None:
         """--gpuperf-count-undecided: count the tests time could not decide, one process per GPU the
         run timed on, and judge them again (plugin/undecided.py); counters that say a test did more
-        work fail the session, its test having passed already."""
+        work fail the session, its test having passed already. A session stopped early (Ctrl-C,
+        --maxfail, -x) counts nothing."""
         from ..measure import counters as counting
-        from .undecided import count_undecided
+        from .undecided import count_undecided, counting_devices, refusal
 
+        stopped = session.shouldstop or session.shouldfail or session.exitstatus not in (
+            pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        self.counter_note = ("count-undecided: the session stopped early; nothing counted" if stopped
+                             else refusal(self.results, self.settings.compare))
+        if self.counter_note:
+            return
         self._timed_until = (time.perf_counter(), time.time())  # the counting's time is its note's
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        say = reporter.write_line if reporter is not None else (lambda line: print(line, file=sys.stderr))
         torch = sys.modules.get("torch")
         controller = self._xdist_controller()
         if torch is not None and has_cuda() and not controller:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()  # the counting process needs the memory this one cached
-        workers = min(xdist_workers(self.config), gpu_count()) if controller else 0
-        devices: list[int | None] = list(range(workers)) if workers > 1 else [None]
+        devices = counting_devices(self.settings.device_index, controller, xdist_workers(self.config), gpu_count())
         recount = count_undecided(self.results, counting.run_counting, self.config.invocation_params.args,
                                   self.config.invocation_params.dir, self.config.pluginmanager.hasplugin("xdist"),
-                                  devices, say, self.settings.threshold,
-                                  None if controller else l2_cache_bytes())
+                                  devices, self._say(), self.settings.threshold, l2_cache_bytes())
         self.counter_note = recount.note()
-        if recount.regressions and session.exitstatus == pytest.ExitCode.OK:
+        if recount.more_work and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     # -- hooks of the registered session object -------------------------------------------
@@ -384,7 +391,7 @@ class GpuPerf:
             self._counter_file.unlink(missing_ok=True)
         if self.is_worker or not self.settings.enabled:
             return
-        if self.settings.count_undecided and self.settings.compare and self.results:
+        if self.settings.count_undecided and self.results:
             self._count_undecided(session)
         from ..report.markdown import write_markdown
         from ..report.plots import write_plots

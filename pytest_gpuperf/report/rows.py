@@ -9,6 +9,7 @@ from typing import Iterable
 
 from ..core.counters import LESS, MORE, OTHER, SAME
 from ..core.records import Phase, Result, nodeid_name, nodeid_param, record_group
+from ..core.verdict import is_undecided, undecided_by_time, undecided_same
 from ..core.timeline import Outside
 from ..core.units import as_number, fmt_bytes, fmt_change, fmt_ms, fmt_pct, fmt_rate, plural
 from ..core.peak_names import peak_label
@@ -82,23 +83,6 @@ def verdict_text(r: Result) -> str:
 #: The order verdicts are counted in, in the summaries ("undecided": read same, but by time could
 #: not see a change of its threshold).
 VERDICT_ORDER = ("slower", "unsure", "undecided", "faster", "same", "new", "missing")
-
-
-def undecided_same(r: Result) -> bool:
-    """A `same` whose smallest detectable change exceeds the threshold the test asked for: the time
-    could not have seen a threshold-sized change, so it decided nothing."""
-    return is_undecided(r.judged.verdict, r.judged.detects, r.threshold)
-
-
-def is_undecided(verdict: str | None, detects: float | None, threshold: float | None) -> bool:
-    """Is this verdict a `same` that could not have seen a change of `threshold` (see undecided_same)?"""
-    detects, threshold = as_number(detects), as_number(threshold)
-    return verdict == "same" and detects is not None and threshold is not None and detects > threshold
-
-
-def undecided_by_time(r: Result) -> bool:
-    """Could the time not decide this test (unsure, or an undecided same)?"""
-    return r.judged.verdict == "unsure" or undecided_same(r)
 
 
 def counters_line(results: list[Result]) -> str | None:
