@@ -493,3 +493,17 @@ def test_a_one_sample_side_is_compared_with_an_unknown_sampling_error():
     assert v.time == "unsure" and "the baseline timed the call once" in v.message and not compare.is_suspect(v)
     assert judge(dict(stored_once, history=[300.0, 300.2]), rec(300.3, ci=(300.0, 300.6)), 0.05).time == "same"
     assert result(rec(1.0, samples=7)).stats.ci_ms is None  # no interval named: the noise stands in for it
+
+
+def test_a_loaded_slowdown_the_power_caps_lower_clock_explains_is_unsure_and_one_it_does_not_is_slower() -> None:
+    """Both sides held by the power cap (loaded): the GeLU an H200 host of four busy GPUs capped at
+    1620 MHz against its baseline's 1860 (+5.6%) is the GPU's power state, not the code; at the
+    baseline's clock the same change is slower, and so is one the clock ratio cannot explain."""
+    base = {"median_ms": 0.2553, "history": [0.2548, 0.2558, 0.2563, 0.2558, 0.2566, 0.2564], "loaded": True,
+            "sm_clock_mhz": 1860, "throttle": ["sw_power_cap"], "ci_ms": [0.2550, 0.2556], "samples": 585}
+    now = dict(base, median_ms=0.2697, history=None, ci_ms=[0.2694, 0.2700], sm_clock_mhz=1620)
+    capped = judge(base, now, 0.05)
+    assert capped.time == "unsure" and "power cap held both sides' clocks, this run's at 1620 MHz" in capped.message
+    assert judge(base, dict(now, sm_clock_mhz=1860), 0.05).time == "slower"
+    assert judge(base, dict(now, median_ms=0.3400, ci_ms=[0.3397, 0.3403]), 0.05).time == "slower"  # +33%
+    assert judge(dict(base, loaded=None), now, 0.05).time == "unsure"  # one side loaded: at most unsure, as before

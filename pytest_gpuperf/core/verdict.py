@@ -22,7 +22,9 @@ A side sampled in an unbroken loop because the power cap held its clock down (`l
 unsure against one that was not: the harness's pauses, not the code, set the other side's clock.
 A run slowed by a thermal or hardware slowdown (SEVERE_THROTTLE) that its baseline did not show is
 not judged slower either, where its lower SM clock explains the change (its time scaled by the
-clock ratio would not be slower): the GPU, not the code, ran slow. It is re-measured, as any
+clock ratio would not be slower): the GPU, not the code, ran slow. So is a `loaded` run against a
+`loaded` baseline whose power cap held its clock lower (an H200 host of four busy GPUs capped a GeLU
+at 1620 MHz, its baseline's recordings at 1860: +5.6%); its counters decide it. It is re-measured, as any
 suspect, in case the GPU has cooled.
 A graph-timed side whose process replayed graphs slower than a fresh process (`slow_replay_us`, after
 large kernels: measure/replay_state.py) is likewise not judged slower or faster than the other side
@@ -266,7 +268,8 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
         time = "unsure"  # the cap held one side's clock in a loop, the other's between the harness's pauses
     clk_b, clk_n = as_number(base.sm_clock_mhz), as_number(now.sm_clock_mhz)
     slowed = sorted(_slowdowns(now) - _slowdowns(base))
-    held = time == "slower" and bool(slowed) and bool(clk_b and clk_n) and not beyond(
+    capped = all(loaded) and not slowed  # the power cap set both sides' clocks, this run's lower
+    held = time == "slower" and (bool(slowed) or capped) and bool(clk_b and clk_n) and clk_n < clk_b and not beyond(
         (1.0 + change) * clk_n / clk_b - 1.0, bound, threshold, prior.margin_share)  # the lower clock explains it
     if held:
         time = "unsure"
@@ -292,9 +295,13 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
     if loaded[0] != loaded[1]:
         parts.append(f"only {'the baseline' if loaded[0] else 'this run'} was sampled in an unbroken loop (the "
                      "power cap held its clock down), so it is not judged slower or faster: record it again")
-    if held:
+    if held and slowed:
         parts.append(f"a {', '.join(slowed)} slowdown held this run's clocks down and not the baseline's, and "
                      "the lower clock explains the change, so it is not judged slower: run it again on a cooler GPU")
+    elif held:
+        parts.append(f"the power cap held both sides' clocks, this run's at {clk_n:.0f} MHz against the "
+                     f"baseline's {clk_b:.0f}, and the lower clock explains the change, so it is not judged "
+                     "slower (the GPU's power state, not the code): counters decide it (--gpuperf-count-undecided)")
     once = [side for side, r in (("the baseline", base), ("this run", now)) if len(medians(r)) == 1
             and r.stats.ci_ms is not None and not r.stats.ci_ms.bounded]
     if once:
