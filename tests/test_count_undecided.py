@@ -64,7 +64,7 @@ def test_only_what_time_could_not_decide_is_counted_after_timing(suite: pytest.P
     assert result.ret == pytest.ExitCode.OK
     [call] = suite.state["calls"]
     assert call["select"] == [NODE] and call["when"].startswith("after timing, 1 test")
-    result.stdout.fnmatch_lines(["*count-undecided: counted 1 of the 1 test time could not decide, after timing*"])
+    result.stdout.fnmatch_lines(["*count-undecided: counted 1 of the 1 test time could not decide or read slower, after timing*"])
     extra = json.loads((suite.path / "r.json").read_text())["benchmarks"][0]["extra_info"]
     assert extra["counters"]["instructions"] == [1000] and extra["counter_verdict"] == "same"
     assert "counters same" in extra["message"]
@@ -73,7 +73,7 @@ def test_only_what_time_could_not_decide_is_counted_after_timing(suite: pytest.P
     decided = suite.runpytest("--gpuperf", "--gpuperf-count-undecided", SEEABLE, *FAST)
     decided.assert_outcomes(passed=2)
     assert suite.state["calls"] == []
-    decided.stdout.fnmatch_lines(["*count-undecided: time decided every test whose baseline entry holds counters*"])
+    decided.stdout.fnmatch_lines(["*count-undecided: time decided every test whose baseline entry holds counters, none slower*"])
 
 
 def test_more_work_counted_after_timing_fails_the_session_and_names_the_test(suite: pytest.Pytester) -> None:
@@ -175,3 +175,18 @@ def test_the_undecided_are_split_over_the_gpus_by_recorded_time_and_a_refusal_is
     fresh = {"t.py::a": _record("t.py::a", "unsure", 0.09, 3.0)}
     failed = undecided.count_undecided(fresh, broken, ["t.py"], Path("."), False, [None], lambda _: None, 0.05)
     assert failed.counters == {} and "no counters: the window file holds garbage" in failed.note()
+
+
+def test_a_slower_test_is_counted_too_and_its_message_says_whether_the_code_did_more_work() -> None:
+    slower = _record("t.py::s", "slower", 0.02, 1.0)
+    slower.update(median_ms=1.3, regression=True, change=0.3, ci_ms=[1.29, 1.31], samples=100)
+    records = {"t.py::s": slower, "t.py::d": _record("t.py::d", "same", 0.01, 1.0)}
+    assert undecided.undecided_tests(records) == ["t.py::s"]
+
+    def run(args, cwd, xdist, say, extra=(), when=""):
+        return counting.CounterRun({"t.py::s": _counters(1000)})
+
+    recount = undecided.count_undecided(records, run, ["t.py"], Path("."), False, [None], lambda _: None, 0.05)
+    assert records["t.py::s"]["verdict"] == "slower" and records["t.py::s"]["regression"]
+    assert "counters same" in records["t.py::s"]["message"] and recount.more_work == []
+    assert "1 slower test did the same work (likely the machine, not the code): t.py::s" in recount.note()

@@ -1,6 +1,8 @@
 """--gpuperf-count-undecided: once every test is timed, the tests whose time could not decide them
 against their baseline (unsure, or a `same` that could not see its threshold) are counted by Nsight
-Compute, one counting process per GPU the run timed on, and judged again with their counters
+Compute, one counting process per GPU the run timed on, and judged again with their counters; so
+are the `slower` ones, whose messages then say whether the code did more work or the machine ran
+slower
 (docs/counters.md, "Counting only what time left open"). Where time decides most tests this costs a
 fraction of counting every test before timing (--gpuperf-counters)."""
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..core.counters import MORE, Counters, with_declared_note
+from ..core.counters import MORE, SAME, Counters, with_declared_note
 from ..core.records import Result
 from ..core.shards import partition
 from ..core.units import plural
@@ -34,6 +36,7 @@ class Recount:
     asked: list[str]
     counters: dict[str, Counters] = field(default_factory=dict)
     more_work: list[str] = field(default_factory=list)
+    slower_same_work: list[str] = field(default_factory=list)  # slower by time, the same work by the counters
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0  # wall, the processes at once
     processes: int = 0
@@ -43,13 +46,16 @@ class Recount:
     def note(self) -> str:
         """One line for the summary."""
         if not self.asked:
-            return "count-undecided: time decided every test whose baseline entry holds counters; nothing to count"
+            return "count-undecided: time decided every test whose baseline entry holds counters, none slower; nothing to count"
         text = (f"count-undecided: counted {len(self.counters)} of the {plural(len(self.asked), 'test')} time "
-                f"could not decide, after timing, in {self.seconds:.0f} s ({plural(self.processes, 'process', 'processes')} "
+                f"could not decide or read slower, after timing, in {self.seconds:.0f} s ({plural(self.processes, 'process', 'processes')} "
                 f"at once; counted calls {self.counted_s:.0f} s and their warm-up calls {self.warm_s:.0f} s "
                 f"summed over them)")
         if self.more_work:
             text += f"; {plural(len(self.more_work), 'test')} did more work: {', '.join(self.more_work[:5])}"
+        if self.slower_same_work:
+            text += (f"; {plural(len(self.slower_same_work), 'slower test')} did the same work (likely the machine, "
+                     f"not the code): {', '.join(self.slower_same_work[:5])}")
         if self.problems:
             text += "; " + "; ".join(sorted(set(self.problems)))
         return text
@@ -70,14 +76,14 @@ def refusal(records: Mapping[str, dict[str, Any]], compare: bool) -> str | None:
 
 
 def undecided_tests(records: Mapping[str, dict[str, Any]]) -> list[str]:
-    """The timed tests that time could not decide and whose baseline entry holds counters to judge
-    them by (a test counted already is decided by its counters)."""
+    """The timed tests that time could not decide, or read slower, whose baseline entry holds
+    counters to judge them by (a test counted already has its counters' words)."""
     out = []
     for nodeid, record in records.items():
         result = Result.from_dict(record)
         base = result.baseline
         if (result.judgement is not None and result.counters is None and base is not None
-                and base.counters is not None and undecided_by_time(result)):
+                and base.counters is not None and (undecided_by_time(result) or result.judged.verdict == "slower")):
             out.append(nodeid)
     return sorted(out)
 
@@ -169,4 +175,6 @@ def count_undecided(records: dict[str, dict[str, Any]], run: Callable[..., Any],
             if records[nodeid].get("counter_verdict") == MORE and records[nodeid].get("regression") \
                     and not before.get("regression"):
                 recount.more_work.append(nodeid)
+            if records[nodeid].get("verdict") == "slower" and records[nodeid].get("counter_verdict") == SAME:
+                recount.slower_same_work.append(nodeid)
     return recount
