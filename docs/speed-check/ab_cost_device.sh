@@ -14,7 +14,8 @@ python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 t0=$(date +%s)
 timeout "${PLAIN_S:-200}" python -m pytest $files --gpuperf -q -p no:randomly > "$OUT/plain.log" 2>&1
 t1=$(date +%s)
-timeout "${AB_S:-360}" bash docs/ab-check/ab_device.sh identical $files -q -p no:randomly > "$OUT/ab.log" 2>&1
+mkdir -p "$OUT/ab"  # ab_device.sh packs its own folder into one archive on exit
+OUT="$OUT/ab" timeout "${AB_S:-360}" bash docs/ab-check/ab_device.sh identical $files -q -p no:randomly > "$OUT/ab.log" 2>&1
 t2=$(date +%s)
 echo "half ${HALF:-a}: plain $(( t1 - t0 )) s, ab $(( t2 - t1 )) s, ratio $(python -c "print(round(($t2-$t1)/max($t1-$t0,1), 2))")"
 grep -E "gpuperf ab:|slower|faster" "$OUT/ab.log" | tail -12
