@@ -1,6 +1,6 @@
 """--gpuperf-count-undecided on the CPU, its counting processes faked: after timing, only the tests
-time could not decide are counted, one process per GPU the run used, and judged again by their
-counters; more work fails the session."""
+time could not decide (and the slower ones) are counted, one process per GPU the run used, and
+judged again by their counters; more work fails the session."""
 from __future__ import annotations
 
 import json

@@ -3,8 +3,8 @@ time before its first test (its start, collection, collection hooks such as a su
 graph node gap's measurement, a counting pass), the tests' own work (their setup, body and teardown
 less their measurements: inputs, references, checks, and the harness's work around a measurement,
 such as a peak measured on first use), the time after each process's last test (waiting for the other
-workers; a worker that ran no test waits all along), and the rest, between tests (pytest's own hooks
-and reporting)."""
+workers, and pytest-xdist's shutdown of them; a worker that ran no test waits all along), and the rest,
+between tests (pytest's own hooks and reporting)."""
 from __future__ import annotations
 
 from collections.abc import Mapping

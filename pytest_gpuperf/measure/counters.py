@@ -43,8 +43,8 @@ NCU_PLACES = ("{cuda_home}/bin/ncu", "/usr/local/cuda/bin/ncu", "/opt/nvidia/nsi
 #: Options of the user's command line the counting process leaves out: it writes nothing, and is
 #: counted once (value options take the next argument unless given as `--opt=value`).
 #: Options that would stop it early or pick tests by the timing run's cache are left out as well.
-DROPPED_FLAGS = ("--gpuperf-save", "--gpuperf-counters", "--gpuperf-count-undecided", "-x", "--exitfirst", "--lf", "--last-failed", "--ff",
-                 "--failed-first", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip")
+DROPPED_FLAGS = ("--gpuperf-save", "--gpuperf-counters", "--gpuperf-count-undecided", "-x", "--exitfirst", "--lf",
+                 "--last-failed", "--ff", "--failed-first", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip")
 DROPPED_VALUES = ("--gpuperf-json", "--gpuperf-markdown", "--gpuperf-plot", "--gpuperf-trace-dir",
                   "--junitxml", "--junit-xml", "--benchmark-json", "--benchmark-save", "--maxfail")
 #: Times each call is counted: two counts in one process give each recording a spread of its own

@@ -47,8 +47,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpuperf-count-undecided", action="store_true",
                     help="after timing, count with Nsight Compute only the tests whose time could not decide them "
                          "against the baseline (unsure, or a same that could not see the threshold) and judge them "
-                         "by their counters (the slower ones too, to say whether the code did more work): far cheaper than "
-                         "--gpuperf-counters where time decides most tests")
+                         "by their counters (the slower ones too, to say whether the code did more work): far "
+                         "cheaper than --gpuperf-counters where time decides most tests")
     group.addoption("--gpuperf-shard", metavar="K/N",
                     help="run shard K of N (K from 1): the tests left after -k/-m split into N disjoint parts, "
                          "balanced by the times recorded in this device's baseline (by count without one)")

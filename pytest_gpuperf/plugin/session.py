@@ -47,8 +47,8 @@ class GpuPerf:
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self._t0 = time.perf_counter()
         self._epoch0 = time.time()  # the test reports' clock
-        #: (perf_counter, time) when the counting after timing began: the time line's span ends there
-        self._timed_until: tuple[float, float] | None = None
+        #: perf_counter when the counting after timing began: the time line's span ends there
+        self._timed_until: float | None = None
         self.timeline = Timeline()  # the tests' phases, for where the time outside measurements went
         self._peaks: Peaks | None = None
         self._stored_peaks: dict[str, float] = {}
@@ -232,7 +232,7 @@ class GpuPerf:
                              else refusal(self.results, self.settings.compare))
         if self.counter_note:
             return
-        self._timed_until = (time.perf_counter(), time.time())  # the counting's time is its note's
+        self._timed_until = time.perf_counter()  # the counting's time is its note's
         torch = sys.modules.get("torch")
         controller = self._xdist_controller()
         if torch is not None and has_cuda() and not controller:
@@ -459,8 +459,8 @@ class GpuPerf:
                           + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
         if results:
             workers = xdist_workers(config)
-            until, epoch_until = self._timed_until or (time.perf_counter(), time.time())
-            outside = self.timeline.outside(self._epoch0, epoch_until, workers,
+            until = self._timed_until or time.perf_counter()
+            outside = self.timeline.outside(self._epoch0, self._epoch0 + until - self._t0, workers,
                                             {r.id.nodeid: as_number(r.wall_s) or 0.0 for r in results})
             tr.write_line(time_line(results, until - self._t0, processes=workers, outside=outside))
             for line in first_calls_lines(results):

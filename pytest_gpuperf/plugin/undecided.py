@@ -46,11 +46,12 @@ class Recount:
     def note(self) -> str:
         """One line for the summary."""
         if not self.asked:
-            return "count-undecided: time decided every test whose baseline entry holds counters, none slower; nothing to count"
+            return ("count-undecided: time decided every test whose baseline entry holds counters, none slower; "
+                    "nothing to count")
         text = (f"count-undecided: counted {len(self.counters)} of the {plural(len(self.asked), 'test')} time "
-                f"could not decide or read slower, after timing, in {self.seconds:.0f} s ({plural(self.processes, 'process', 'processes')} "
-                f"at once; counted calls {self.counted_s:.0f} s and their warm-up calls {self.warm_s:.0f} s "
-                f"summed over them)")
+                f"could not decide or read slower, after timing, in {self.seconds:.0f} s "
+                f"({plural(self.processes, 'process', 'processes')} at once; counted calls {self.counted_s:.0f} s "
+                f"and their warm-up calls {self.warm_s:.0f} s summed over them)")
         if self.more_work:
             text += f"; {plural(len(self.more_work), 'test')} did more work: {', '.join(self.more_work[:5])}"
         if self.slower_same_work:
