@@ -30,8 +30,18 @@ def _pin_ptxas() -> None:
         os.environ.setdefault("TRITON_PTXAS_PATH", ptxas)
 
 
+def _compile_in_process() -> None:
+    """Inductor compiles in the process that asked (one compile thread, unless set): its default pool
+    of up to 32 subprocesses per process, started at each worker's first torch.compile, compiles the
+    suite's one- to few-kernel graphs no faster, and costs each worker's start and exit. Four H200
+    workers with warm caches: 70 s with the pools, 67 s without (docs/measurement.md, "Where a
+    suite's time goes"). Set before Inductor's config is imported; the workers inherit it."""
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+
 if HAS_CUDA:
     _pin_ptxas()
+    _compile_in_process()
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 

@@ -30,7 +30,8 @@ from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Entry, Measured, Method, Result
 from .core.units import as_number, plural
-from .core.verdict import DEFAULT_THRESHOLD, Verdict, is_regression, judge, throttle_reasons
+from .core.verdict import (DEFAULT_THRESHOLD, Verdict, could_decide, is_regression, judge, projected_bound,
+                           throttle_reasons)
 from .store.baseline import BaselineError, alike, baseline_path, load
 from .store.plan import Plan
 from .store.results import load_recording
@@ -371,12 +372,25 @@ CONFIRMING_ROUNDS = 3
 _CHANGED = ("slower", "faster")
 
 
-def undecided(verdicts: dict[str, Verdict], base: Side, head: Side) -> list[str]:
-    """Tests another round could still decide: `unsure` ones, and `slower` or `faster` ones that
-    either side has measured fewer than CONFIRMING_ROUNDS times."""
+def undecided(verdicts: dict[str, Verdict], base: Side, head: Side, rounds: int,
+              stored: Mapping[str, Entry] | None = None) -> tuple[list[str], list[str]]:
+    """(tests another round could still decide, unsure tests it could not). Measured again: `slower`
+    or `faster` ones that either side has measured fewer than CONFIRMING_ROUNDS times, and `unsure`
+    ones whose noise bound, projected to `rounds` a side, could still decide them (`could_decide`). The
+    rest are unsure for good: noise beyond their threshold at every round count `--rounds` allows
+    (small calls against a stored spread, power-capped ones), whose rounds would cost a third of an
+    A/B's time and decide none."""
     base_rounds, head_rounds = base.measured(), head.measured()
-    return sorted(k for k, v in verdicts.items() if v.time == "unsure" or (
-        v.time in _CHANGED and min(base_rounds[k], head_rounds[k]) < CONFIRMING_ROUNDS))
+    old, new = base.combined(), head.combined()
+    again, hopeless = [], []
+    for k, v in sorted(verdicts.items()):
+        if v.time in _CHANGED and min(base_rounds[k], head_rounds[k]) < CONFIRMING_ROUNDS:
+            again.append(k)
+        elif v.time == "unsure":
+            decidable = k in old and k in new and could_decide(v, projected_bound(
+                old[k], new[k], rounds, SAME_MACHINE, _stored_history(old[k], (stored or {}).get(k))))
+            (again if decidable else hopeless).append(k)
+    return again, hopeless
 
 
 def counts_text(verdicts: dict[str, Verdict]) -> str:
@@ -435,6 +449,7 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
     spreads = spreads or (lambda device: stored_spreads(co.baseline_dir, device, run.say))
     verdicts: dict[str, Verdict] = {}
     stored: dict[str, Entry] | None = None
+    given_up: set[str] = set()  # unsure tests more rounds could not decide (`undecided`)
     plan = Plan(select=select)
     for index in range(max(run.rounds, 1)):
         for side in ((base, head) if index % 2 == 0 else (head, base)):
@@ -450,8 +465,13 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
         if stored is None:
             stored = spreads(head.device or base.device)
         verdicts = judge_sides(base, head, stored)
-        plan.select = undecided(verdicts, base, head)
+        plan.select, hopeless = undecided(verdicts, base, head, run.rounds, stored)
         run.say(f"gpuperf ab: after round {index + 1}: {counts_text(verdicts)}")
+        newly = [k for k in hopeless if k not in given_up]
+        given_up.update(newly)
+        if newly and index + 1 < run.rounds:
+            run.say(f"gpuperf ab: {plural(len(newly), 'unsure test')} not measured again: noise beyond "
+                    f"{'its' if len(newly) == 1 else 'their'} threshold even at {run.rounds} rounds a side")
         if not plan.select:
             break
         if index + 1 < run.rounds:

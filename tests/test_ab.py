@@ -134,6 +134,26 @@ def test_rounds_alternate_and_only_undecided_tests_run_again(repo: Path) -> None
     assert worktrees(repo) == 1
 
 
+def test_unsure_tests_more_rounds_could_not_decide_are_not_measured_again(repo: Path) -> None:
+    """After round 1 an unsure test runs again only where its noise bound, projected to the rounds
+    left, could still decide it: a 1 ms call held to 1% (its bound shrinks within it) and a 0.3 µs
+    call that moved 45% (past the projected bound), not a 0.3 µs call that did not move (noise beyond
+    its threshold at any round count allowed)."""
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::tight": 1.0, "t::tiny": 0.0003, "t::tiny_moved": 0.0003},
+               "head": {"t::tight": 1.0, "t::tiny": 0.0003, "t::tiny_moved": 0.000435}}
+    calls: list = []
+    lines: list[str] = []
+    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls, thresholds={"t::tight": 0.01}),
+                   say=lines.append)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert "gpuperf ab: after round 1: 3 unsure" in lines
+    assert calls[2][1] == ["t::tight", "t::tiny_moved"]
+    assert "gpuperf ab: 1 unsure test not measured again: noise beyond its threshold even at 3 rounds a side" in lines
+    assert verdicts["t::tight"].time == "same" and verdicts["t::tiny"].time == "unsure"
+    assert verdicts["t::tiny_moved"].time == "slower" and base.measured()["t::tiny"] == 1
+
+
 def test_a_change_that_later_rounds_do_not_repeat_is_not_a_verdict(repo: Path) -> None:
     """One head process reads a test 20% slower (and another 20% faster), the next two agree with
     the base: neither stands."""
@@ -192,7 +212,7 @@ def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
     """The head's first process reads the graph-timed calls 0.4 µs slow, but not t::mid, decided
     `same` in round 1 and never measured again: the offset does not flip it to `faster` (it is not
     one of the tests the offset was estimated from, and taking an offset off can only calm a
-    verdict), and a 0.3 µs call keeps its readings rather than going below zero."""
+    verdict); a 0.3 µs call, unsure for good at three rounds, is measured once."""
     (repo / "HEAD_MARK").write_text("")
     ids = [f"t::k{n}" for n in range(12)]
     medians = {"base": {**{i: 0.002 for i in ids}, "t::mid": 0.005, "t::tiny": 0.0003},
@@ -204,7 +224,7 @@ def test_a_process_offset_never_makes_a_change_appear(repo: Path) -> None:
     assert head.offsets() == [pytest.approx(0.0004), 0.0, 0.0] and not any(base.offsets())
     assert verdicts["t::mid"].time == "same" and {v.time for v in verdicts.values()} <= {"same", "unsure"}
     corrected = head.combined(head.offsets())
-    assert corrected["t::mid"].history == [0.00505] and corrected["t::tiny"].history == [0.0003] * 3
+    assert corrected["t::mid"].history == [0.00505] and corrected["t::tiny"].history == [0.0003]
     assert corrected["t::k0"].history == [pytest.approx(0.002)] * 3
     assert ab.report(verdicts, base, head, say=lambda line: None) == 0
 

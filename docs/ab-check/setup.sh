@@ -1,6 +1,6 @@
-# Sourced by the device scripts here: install the working tree, note the GPU's state, start the clock (S).
+# Sourced by the device scripts here: install the working tree (unless SKIP_INSTALL is set), note the GPU's state, start the clock (S).
 # On exit, what the script wrote under $OUT is packed into one archive (the device returns 8 files at most).
-python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+[ -n "${SKIP_INSTALL:-}" ] || python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,uuid,clocks.sm,power.limit,temperature.gpu --format=csv >> "$OUT/gpu.txt"
 S=$(date +%s)

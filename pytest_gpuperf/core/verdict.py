@@ -186,6 +186,32 @@ def noise_bound(base: Measured, now: Measured, prior: Prior = ACROSS_MACHINES) -
     return spread(base, now, prior).bound(math.hypot(_sampling_sd(base), _sampling_sd(now)))
 
 
+def projected_bound(base: Measured, now: Measured, rounds: int, prior: Prior = ACROSS_MACHINES,
+                    related: Sequence[float] = ()) -> float:
+    """The noise bound with `rounds` medians a side, the pooled spread as it stands: the smallest
+    change more rounds of an A/B could still tell from noise (a side of several medians holds its
+    sampling error in its spread, so none is added)."""
+    pooled = spread(base, now, prior, related)
+    added = max(rounds - pooled.n_base, 0) + max(rounds - pooled.n_now, 0)
+    more = noise.Spread(pooled.sigma, pooled.df + added, max(pooled.n_base, rounds), max(pooled.n_now, rounds))
+    return more.bound(0.0 if rounds > 1 else math.hypot(_sampling_sd(base), _sampling_sd(now)))
+
+
+def could_decide(verdict: Verdict, bound: float) -> bool:
+    """Could a comparison whose noise bound shrank to `bound` decide this unsure verdict: call it
+    same (the bound within the threshold, a little slack given for a spread that more rounds may
+    narrow) or slower or faster (its change beyond the bound)?"""
+    if verdict.change is None:
+        return False
+    hoped = bound / PROJECTION_SLACK
+    return hoped <= verdict.threshold or beyond(abs(verdict.change), hoped, verdict.threshold, verdict.margin)
+
+
+#: Projected bounds (`could_decide`) are compared with this much slack: the spread they keep was
+#: estimated from the rounds so far, and more rounds may narrow it.
+PROJECTION_SLACK = 1.25
+
+
 def fixed_bound(base: Measured, now: Measured, prior: Prior = ACROSS_MACHINES) -> float:
     """The part of the noise bound that no re-measurement of `now` can shrink."""
     return spread(base, now, prior).bound(_sampling_sd(base))

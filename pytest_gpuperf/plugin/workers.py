@@ -3,6 +3,7 @@ run with more workers than GPUs is refused, in the controller before any worker 
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
@@ -78,3 +79,36 @@ def dispatch_one_at_a_time(config: pytest.Config) -> None:
     worker handed a batch of the longest ones at the start would finish the run alone."""
     if load_distribution(config) and getattr(config.option, "maxschedchunk", 0) is None:
         config.option.maxschedchunk = 1
+
+
+#: Set to 0 to let pytest-xdist workers under --gpuperf end through the interpreter's full teardown.
+FAST_EXIT_ENV = "GPUPERF_FAST_EXIT"
+
+
+def end_without_teardown(config: pytest.Config) -> None:
+    """In a pytest-xdist worker under --gpuperf: once the worker's session has finished and the exit
+    handlers registered after this call have run (torch's compile workers shut down, caches written
+    at exit), end the process without the interpreter's own teardown, whose CUDA context and torch
+    destructors the controller waits for after the last test (docs/measurement.md, "Where the
+    time goes"). A worker that never finished its session exits as usual."""
+    import atexit
+    import os
+
+    if not hasattr(config, "workerinput") or os.environ.get(FAST_EXIT_ENV, "1") == "0":
+        return
+
+    def end() -> None:
+        if not config.stash.get(WORKER_FINISHED, False):
+            return
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        os._exit(0)
+
+    atexit.register(end)
+
+
+#: config.stash key: the worker's session has finished (end_without_teardown may end its process).
+WORKER_FINISHED = pytest.StashKey[bool]()

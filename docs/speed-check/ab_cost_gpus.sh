@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Device script (a four-GPU host), run from the repository root: ab_cost_device.sh on a quarter of
+# the suite per GPU, all at once, each in a copy of the working tree of its own (ab_device.sh commits
+# in it); the whole suite's A/B cost is the quarters' summed.
+set -uo pipefail
+parts=("perf_tests/test_attention.py"
+       "perf_tests/test_matmul.py"
+       "perf_tests/test_elementwise.py"
+       "perf_tests/test_softmax.py perf_tests/test_cuda_ext.py perf_tests/test_harness.py perf_tests/test_gate_quality.py perf_tests/test_steady_state.py")
+python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+export SKIP_INSTALL=1  # one install for all: a reinstall while another part starts Python can break its import
+for k in "${!parts[@]}"; do
+  rm -rf "/tmp/abcost$k" && cp -a . "/tmp/abcost$k"
+  ( cd "/tmp/abcost$k" && CUDA_VISIBLE_DEVICES=$k OUT="$OUT/part$k" FILES="${parts[$k]}" \
+      bash docs/speed-check/ab_cost_device.sh > "$OUT/part$k.txt" 2>&1 ) &
+done
+wait
+cat "$OUT"/part*.txt
+for k in "${!parts[@]}"; do tar czf "$OUT/part$k.tgz" -C "$OUT" "part$k" --remove-files; done
