@@ -11,9 +11,10 @@ python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 export SKIP_INSTALL=1  # one install for all: a reinstall while another part starts Python can break its import
 for k in "${!parts[@]}"; do
   rm -rf "/tmp/abcost$k" && cp -a . "/tmp/abcost$k"
+  mkdir -p "$OUT/part$k"
   ( cd "/tmp/abcost$k" && CUDA_VISIBLE_DEVICES=$k OUT="$OUT/part$k" FILES="${parts[$k]}" \
-      bash docs/speed-check/ab_cost_device.sh > "$OUT/part$k.txt" 2>&1 ) &
+      bash docs/speed-check/ab_cost_device.sh > "$OUT/part$k/summary.txt" 2>&1 ) &
 done
 wait
-cat "$OUT"/part*.txt
+cat "$OUT"/part*/summary.txt
 for k in "${!parts[@]}"; do tar czf "$OUT/part$k.tgz" -C "$OUT" "part$k" --remove-files; done
