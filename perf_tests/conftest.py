@@ -31,11 +31,10 @@ def _pin_ptxas() -> None:
 
 
 def _compile_in_process() -> None:
-    """Inductor compiles in the process that asked (one compile thread, unless set): its default pool
-    of up to 32 subprocesses per process, started at each worker's first torch.compile, compiles the
-    suite's one- to few-kernel graphs no faster, and costs each worker's start and exit. Four H200
-    workers with warm caches: 70 s with the pools, 67 s without (docs/measurement.md, "Where a
-    suite's time goes"). Set before Inductor's config is imported; the workers inherit it."""
+    """Inductor compiles in the process that asks (one compile thread, unless set): its default pool
+    of up to 32 subprocesses per process compiles the suite's graphs of one to a few kernels no
+    faster and slows each worker's start and exit (docs/measurement.md, "Where a suite's time
+    goes"). Set before Inductor's config is imported; the workers inherit it."""
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 

@@ -480,3 +480,32 @@ def test_an_xdist_workers_share_comes_from_its_workerinput(workerinput, share) -
 
     config = SimpleNamespace() if workerinput is None else SimpleNamespace(workerinput=workerinput)
     assert xdist_share(config) == share
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_worker_under_gpuperf_ends_after_its_exit_handlers_without_the_interpreters_teardown(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    """An xdist worker under --gpuperf runs the exit handlers registered after its configure (the
+    test's), then ends without the interpreter's teardown (an object's finalizer at shutdown never
+    runs); GPUPERF_FAST_EXIT=0 keeps the teardown."""
+    marks = pytester.path
+    pytester.makepyfile(test_exit=f"""
+        import atexit, pathlib
+        MARKS = pathlib.Path({str(marks)!r})
+
+        class Held:
+            def __del__(self):
+                (MARKS / "teardown").write_text("")
+
+        HELD = Held()
+
+        def test_registers(gpu_benchmark):
+            atexit.register(lambda: (MARKS / "handler").write_text(""))
+            gpu_benchmark(lambda: None)
+    """)
+    if not fast:
+        monkeypatch.setenv("GPUPERF_FAST_EXIT", "0")
+    result = pytester.runpytest_subprocess("-n", "1", "--gpuperf", "-p", "no:cacheprovider", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    assert (marks / "handler").exists()
+    assert (marks / "teardown").exists() is not fast

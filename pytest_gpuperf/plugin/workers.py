@@ -89,8 +89,8 @@ def end_without_teardown(config: pytest.Config) -> None:
     """In a pytest-xdist worker under --gpuperf: once the worker's session has finished and the exit
     handlers registered after this call have run (torch's compile workers shut down, caches written
     at exit), end the process without the interpreter's own teardown, whose CUDA context and torch
-    destructors the controller waits for after the last test (docs/measurement.md, "Where the
-    time goes"). A worker that never finished its session exits as usual."""
+    destructors the controller waits for after the last test (docs/measurement.md, "Where a
+    suite's time goes"). A worker that never finished its session exits as usual."""
     import atexit
     import os
 
