@@ -482,14 +482,18 @@ def test_an_xdist_workers_share_comes_from_its_workerinput(workerinput, share) -
     assert xdist_share(config) == share
 
 
-@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("case", ["fast", "told", "coverage"])
 def test_a_worker_under_gpuperf_ends_after_its_exit_handlers_without_the_interpreters_teardown(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     """An xdist worker under --gpuperf runs the exit handlers registered after its configure (the
     test's), then ends without the interpreter's teardown (an object's finalizer at shutdown never
-    runs); GPUPERF_FAST_EXIT=0 keeps the teardown."""
+    runs); GPUPERF_FAST_EXIT=0, or coverage.py measuring the worker, keeps the teardown."""
     marks = pytester.path
-    pytester.makepyfile(test_exit=f"""
+    measured = """
+        import sys, types
+        sys.modules["coverage"] = types.SimpleNamespace(Coverage=types.SimpleNamespace(current=lambda: object()))
+    """ if case == "coverage" else ""
+    pytester.makepyfile(test_exit=measured + f"""
         import atexit, pathlib
         MARKS = pathlib.Path({str(marks)!r})
 
@@ -503,9 +507,9 @@ def test_a_worker_under_gpuperf_ends_after_its_exit_handlers_without_the_interpr
             atexit.register(lambda: (MARKS / "handler").write_text(""))
             gpu_benchmark(lambda: None)
     """)
-    if not fast:
+    if case == "told":
         monkeypatch.setenv("GPUPERF_FAST_EXIT", "0")
     result = pytester.runpytest_subprocess("-n", "1", "--gpuperf", "-p", "no:cacheprovider", *FAST)
     assert result.ret == pytest.ExitCode.OK
     assert (marks / "handler").exists()
-    assert (marks / "teardown").exists() is not fast
+    assert (marks / "teardown").exists() is (case != "fast")

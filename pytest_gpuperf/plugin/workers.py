@@ -90,7 +90,8 @@ def end_without_teardown(config: pytest.Config) -> None:
     handlers registered after this call have run (torch's compile workers shut down, caches written
     at exit), end the process without the interpreter's own teardown, whose CUDA context and torch
     destructors the controller waits for after the last test (docs/measurement.md, "Where a
-    suite's time goes"). A worker that never finished its session exits as usual."""
+    suite's time goes"). A worker that never finished its session, or that coverage.py measures,
+    exits as usual."""
     import atexit
     import os
 
@@ -98,7 +99,7 @@ def end_without_teardown(config: pytest.Config) -> None:
         return
 
     def end() -> None:
-        if not config.stash.get(WORKER_FINISHED, False):
+        if not config.stash.get(WORKER_FINISHED, False) or _coverage_running():
             return
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             try:
@@ -108,6 +109,14 @@ def end_without_teardown(config: pytest.Config) -> None:
         os._exit(0)
 
     atexit.register(end)
+
+
+def _coverage_running() -> bool:
+    """Is coverage.py measuring this process? It saves its data in an exit handler of its own, which
+    may have been registered before end_without_teardown's and so run after it."""
+    coverage = sys.modules.get("coverage")
+    current = getattr(getattr(coverage, "Coverage", None), "current", None)
+    return bool(current and current())
 
 
 #: config.stash key: the worker's session has finished (end_without_teardown may end its process).
