@@ -377,9 +377,7 @@ def undecided(verdicts: dict[str, Verdict], base: Side, head: Side, rounds: int,
     """(tests another round could still decide, unsure tests it could not). Measured again: `slower`
     or `faster` ones that either side has measured fewer than CONFIRMING_ROUNDS times, and `unsure`
     ones whose noise bound, projected to `rounds` a side, could still decide them (`could_decide`). The
-    rest are unsure for good: noise beyond their threshold at every round count `--rounds` allows
-    (small calls against a stored spread, power-capped ones), whose rounds would cost a third of an
-    A/B's time and decide none."""
+    rest are unsure for good: noise beyond their threshold at every round count `--rounds` allows."""
     base_rounds, head_rounds = base.measured(), head.measured()
     old, new = base.combined(), head.combined()
     again, hopeless = [], []

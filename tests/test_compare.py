@@ -507,3 +507,28 @@ def test_a_loaded_slowdown_the_power_caps_lower_clock_explains_is_unsure_and_one
     assert judge(base, dict(now, sm_clock_mhz=1860), 0.05).time == "slower"
     assert judge(base, dict(now, median_ms=0.3400, ci_ms=[0.3397, 0.3403]), 0.05).time == "slower"  # +33%
     assert judge(dict(base, loaded=None), now, 0.05).time == "unsure"  # one side loaded: at most unsure, as before
+
+
+def test_a_projected_bound_is_the_bound_where_the_sides_already_hold_the_rounds():
+    """At the rounds a comparison already has, the projection is its own bound; one round, 1 vs 1,
+    as judged (sampling error included); more rounds shrink it."""
+    three = rec(1.0, history=[1.0, 1.01, 0.99]), rec(1.0, history=[1.0, 1.005, 0.995])
+    v = judge(*three, 0.05, prior=SAME_MACHINE)
+    assert compare.projected_bound(result(three[0]), result(three[1]), 3, SAME_MACHINE) == pytest.approx(v.noise_bound)
+    one = rec(1.0, ci=(0.99, 1.01)), rec(1.0, ci=(0.99, 1.01))
+    single = judge(*one, 0.05, prior=SAME_MACHINE)
+    assert compare.projected_bound(result(one[0]), result(one[1]), 1, SAME_MACHINE) == pytest.approx(single.noise_bound)
+    assert compare.projected_bound(result(one[0]), result(one[1]), 3, SAME_MACHINE) < single.noise_bound
+
+
+@pytest.mark.parametrize("change, bound, decidable", [
+    (0.0, 0.06, True),  # within the threshold once the slack is given
+    (0.0, 0.07, False),  # noise beyond it at any round count: unsure for good
+    (0.036, 0.20, True),  # could be a threshold-sized change (5% less the 30% margin)
+    (-0.04, 0.20, True),
+    (0.03, 0.20, False),
+    (None, 1.0, True),  # no change to judge by: given the rounds
+])
+def test_an_unsure_verdict_more_rounds_could_decide(change, bound, decidable):
+    v = Verdict("unsure", "same", change, None, 1.0, 1.0, 0.05, 0.3, "unsure", margin=0.3)
+    assert compare.could_decide(v, bound) is decidable

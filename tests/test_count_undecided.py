@@ -60,7 +60,7 @@ def suite(pytester: pytest.Pytester, monkeypatch):
 
 def _spread_history(suite: pytest.Pytester) -> None:
     """The saved entry's recordings spread 4x: on a busy CPU time can then never call the test slower
-    or faster, only unsure (a host-timed call of 20 µs read +48% there once)."""
+    or faster, only unsure."""
     for path in (suite.path / "baselines").glob("*.yaml"):
         stored = yaml.safe_load(path.read_text())
         for entry in stored["entries"].values():

@@ -482,17 +482,21 @@ def test_an_xdist_workers_share_comes_from_its_workerinput(workerinput, share) -
     assert xdist_share(config) == share
 
 
-@pytest.mark.parametrize("case", ["fast", "told", "coverage"])
-def test_a_worker_under_gpuperf_ends_after_its_exit_handlers_without_the_interpreters_teardown(
+@pytest.mark.parametrize("case", ["fast", "told", "coverage", "no xdist"])
+def test_a_worker_under_gpuperf_ends_after_the_exit_handlers_without_the_interpreters_teardown(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
-    """An xdist worker under --gpuperf runs the exit handlers registered after its configure (the
-    test's), then ends without the interpreter's teardown (an object's finalizer at shutdown never
-    runs); GPUPERF_FAST_EXIT=0, or coverage.py measuring the worker, keeps the teardown."""
+    """An xdist worker under --gpuperf runs the exit handlers a conftest and a test registered, then
+    ends without the interpreter's teardown (a finalizer at shutdown never runs); GPUPERF_FAST_EXIT=0,
+    coverage.py measuring the worker, or a run without xdist keeps the teardown."""
     marks = pytester.path
     measured = """
         import sys, types
         sys.modules["coverage"] = types.SimpleNamespace(Coverage=types.SimpleNamespace(current=lambda: object()))
     """ if case == "coverage" else ""
+    pytester.makeconftest(f"""
+        import atexit, pathlib
+        atexit.register(lambda: (pathlib.Path({str(marks)!r}) / "conftest-handler").write_text(""))
+    """)
     pytester.makepyfile(test_exit=measured + f"""
         import atexit, pathlib
         MARKS = pathlib.Path({str(marks)!r})
@@ -504,12 +508,13 @@ def test_a_worker_under_gpuperf_ends_after_its_exit_handlers_without_the_interpr
         HELD = Held()
 
         def test_registers(gpu_benchmark):
-            atexit.register(lambda: (MARKS / "handler").write_text(""))
+            atexit.register(lambda: (MARKS / "test-handler").write_text(""))
             gpu_benchmark(lambda: None)
     """)
     if case == "told":
         monkeypatch.setenv("GPUPERF_FAST_EXIT", "0")
-    result = pytester.runpytest_subprocess("-n", "1", "--gpuperf", "-p", "no:cacheprovider", *FAST)
+    workers = [] if case == "no xdist" else ["-n", "1"]
+    result = pytester.runpytest_subprocess(*workers, "--gpuperf", "-p", "no:cacheprovider", *FAST)
     assert result.ret == pytest.ExitCode.OK
-    assert (marks / "handler").exists()
+    assert (marks / "conftest-handler").exists() and (marks / "test-handler").exists()
     assert (marks / "teardown").exists() is (case != "fast")

@@ -10,6 +10,7 @@ unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/gpuperf-pycache} PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 [ -n "${SKIP_INSTALL:-}" ] || python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+export SKIP_INSTALL=1  # ab_device.sh's setup.sh: installed already
 plain() { timeout "$1" python -m pytest $files --gpuperf -q -p no:randomly -p no:cacheprovider > "$OUT/$2.log" 2>&1; }
 t0=$(date +%s); [ -n "${WARMED:-}" ] || plain "${COLD_S:-160}" cold; t1=$(date +%s)
 mkdir -p "$OUT/ab"  # ab_device.sh packs its own folder into one archive on exit

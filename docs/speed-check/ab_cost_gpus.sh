@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device script (a four-GPU host), run from the repository root: ab_cost_device.sh on a quarter of
 # the suite per GPU, all at once, each in a copy of the working tree of its own (ab_device.sh commits
-# in it); the whole suite's A/B cost is the quarters' summed.
+# in it); the whole suite's A/B cost is the quarters' summed. Each part may take COLD_S + AB_S + WARM_S
+# (590 s by default) and a device command 600 s: after a run that filled the caches, WARMED=1.
 set -uo pipefail
 parts=("perf_tests/test_attention.py"
        "perf_tests/test_matmul.py"

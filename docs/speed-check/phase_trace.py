@@ -42,7 +42,9 @@ def pytest_configure(config: pytest.Config) -> None:
         with open(_PATH, "a") as out:
             out.write(f"{role} {os.getpid()} start {_started():.3f}\n")
     _log("configure", role)
-    atexit.register(_log, "exit-handlers-end", role)  # registered early: runs among the last
+    # registered early, so it runs among the last: after it only those registered before it, such as
+    # pytest-gpuperf's end of a worker without the interpreter's teardown (plugin/workers.py)
+    atexit.register(_log, "exit-handlers-end", role)
 
 
 @pytest.hookimpl(tryfirst=True)

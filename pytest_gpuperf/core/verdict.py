@@ -198,13 +198,15 @@ def projected_bound(base: Measured, now: Measured, rounds: int, prior: Prior = A
 
 
 def could_decide(verdict: Verdict, bound: float) -> bool:
-    """Could a comparison whose noise bound shrank to `bound` decide this unsure verdict: call it
-    same (the bound within the threshold, a little slack given for a spread that more rounds may
-    narrow) or slower or faster (its change beyond the bound)?"""
+    """Could a comparison whose noise bound shrank to `bound` decide this unsure verdict? Yes where
+    the bound (given slack for a spread more rounds may narrow) falls within the threshold, or where
+    the change could be threshold-sized: it reaches the threshold less the prior's margin (one
+    round's reading of a real change strays further than the rounds' mean). A verdict without a
+    change is given the rounds."""
     if verdict.change is None:
-        return False
-    hoped = bound / PROJECTION_SLACK
-    return hoped <= verdict.threshold or beyond(abs(verdict.change), hoped, verdict.threshold, verdict.margin)
+        return True
+    return (bound / PROJECTION_SLACK <= verdict.threshold
+            or abs(verdict.change) >= verdict.threshold * (1.0 - verdict.margin))
 
 
 #: Projected bounds (`could_decide`) are compared with this much slack: the spread they keep was

@@ -18,7 +18,7 @@ from .compile_cache import COMPILE_CACHE
 from .fixtures import GpuBenchmark, gpu_assert_close, gpu_benchmark, gpu_profile
 from .options import Settings, add_options
 from .session import ITEM_RECORD, RECORD, STATE, GpuPerf
-from .workers import dispatch_one_at_a_time, end_without_teardown, refuse_gpu_sharing
+from .workers import dispatch_one_at_a_time, refuse_gpu_sharing
 
 __all__ = ["GpuBenchmark", "GpuPerf", "Settings", "gpu_assert_close", "gpu_benchmark", "gpu_profile",
            "pytest_addhooks", "pytest_addoption", "pytest_configure", "pytest_load_initial_conftests",
@@ -70,8 +70,6 @@ def pytest_configure(config: pytest.Config) -> None:
         refuse_gpu_sharing(config)  # before xdist starts workers (its pytest_sessionstart)
     if settings.enabled and controller:
         dispatch_one_at_a_time(config)  # before xdist makes its scheduler (its pytest_sessionstart)
-    if settings.enabled and not controller:
-        end_without_teardown(config)  # registered now, so that it runs after torch's exit handlers
     workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n: a count, or "auto"/"logical"
     shared = workers not in (None, 0, 1)
     if settings.enabled and shared and controller and not has_cuda():

@@ -28,8 +28,8 @@ from ..store import baseline as baseline_mod
 from .options import Settings, marker_threshold
 from .outputs import write_failure
 from .shard import Sharding, by_recorded_time
-from .workers import (LOAD_INPUT, WORKER_FINISHED, gpu_count, load_distribution, sharing_message, xdist_share,
-                      xdist_workers)
+from .workers import (LOAD_INPUT, end_without_teardown, gpu_count, load_distribution, sharing_message,
+                      xdist_share, xdist_workers)
 
 RECORD = "gpuperf"  # user_properties key of a test's result record
 STATE = pytest.StashKey["GpuPerf"]()
@@ -390,8 +390,8 @@ class GpuPerf:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._counter_file is not None:
             self._counter_file.unlink(missing_ok=True)
-        if self.is_worker:
-            self.config.stash[WORKER_FINISHED] = True
+        if self.is_worker and self.settings.enabled and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            end_without_teardown()
         if self.is_worker or not self.settings.enabled:
             return
         if self.settings.count_undecided and self.results:

@@ -2,6 +2,9 @@
 run with more workers than GPUs is refused, in the controller before any worker starts."""
 from __future__ import annotations
 
+import atexit
+import logging
+import os
 import re
 import sys
 
@@ -83,41 +86,42 @@ def dispatch_one_at_a_time(config: pytest.Config) -> None:
 
 #: Set to 0 to let pytest-xdist workers under --gpuperf end through the interpreter's full teardown.
 FAST_EXIT_ENV = "GPUPERF_FAST_EXIT"
+_ending = {"armed": False}  # set by end_without_teardown, read by _end_if_armed at exit
 
 
-def end_without_teardown(config: pytest.Config) -> None:
-    """In a pytest-xdist worker under --gpuperf: once the worker's session has finished and the exit
-    handlers registered after this call have run (torch's compile workers shut down, caches written
-    at exit), end the process without the interpreter's own teardown, whose CUDA context and torch
-    destructors the controller waits for after the last test (docs/measurement.md, "Where a
-    suite's time goes"). A worker that never finished its session, or that coverage.py measures,
-    exits as usual."""
-    import atexit
-    import os
+def end_without_teardown() -> None:
+    """Called by a pytest-xdist worker under --gpuperf whose session ended normally: once the exit
+    handlers registered after this module's import have run (the conftests' and torch's), the
+    process ends without the interpreter's own teardown (its CUDA context, torch's destructors),
+    which the controller waits for after the last test (docs/measurement.md, "Where a suite's time
+    goes")."""
+    _ending["armed"] = os.environ.get(FAST_EXIT_ENV, "1") != "0"
 
-    if not hasattr(config, "workerinput") or os.environ.get(FAST_EXIT_ENV, "1") == "0":
+
+def _end_if_armed() -> None:
+    """Registered at this module's import, before any conftest or torch is, so it runs among the
+    last exit handlers. A process coverage.py measures, or with child processes still running, ends
+    as usual: their exit handlers may have been registered earlier and so come after this one."""
+    if not _ending["armed"] or _coverage_running() or _children_running():
         return
-
-    def end() -> None:
-        if not config.stash.get(WORKER_FINISHED, False) or _coverage_running():
-            return
-        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-            try:
-                stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
-        os._exit(0)
-
-    atexit.register(end)
+    logging.shutdown()  # registered by pytest's own imports, before this
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 def _coverage_running() -> bool:
-    """Is coverage.py measuring this process? It saves its data in an exit handler of its own, which
-    may have been registered before end_without_teardown's and so run after it."""
     coverage = sys.modules.get("coverage")
     current = getattr(getattr(coverage, "Coverage", None), "current", None)
     return bool(current and current())
 
 
-#: config.stash key: the worker's session has finished (end_without_teardown may end its process).
-WORKER_FINISHED = pytest.StashKey[bool]()
+def _children_running() -> bool:
+    multiprocessing = sys.modules.get("multiprocessing")
+    return bool(multiprocessing and multiprocessing.active_children())
+
+
+atexit.register(_end_if_armed)
