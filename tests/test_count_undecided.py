@@ -91,6 +91,7 @@ def test_only_what_time_could_not_decide_is_counted_after_timing(suite: pytest.P
 
 
 def test_more_work_counted_after_timing_fails_the_session_and_names_the_test(suite: pytest.Pytester) -> None:
+    _spread_history(suite)
     suite.state["instructions"] = 1500
     result = suite.runpytest("--gpuperf", "--gpuperf-count-undecided", UNSEEABLE, "--gpuperf-json=r.json", *FAST)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
