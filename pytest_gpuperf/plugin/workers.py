@@ -1,5 +1,6 @@
 """pytest-xdist workers against GPUs: under --gpuperf each worker times on a GPU of its own, so a
-run with more workers than GPUs is refused, in the controller before any worker starts."""
+run with more workers than GPUs is refused, in the controller before any worker starts; a worker
+whose session ended normally ends without the interpreter's teardown."""
 from __future__ import annotations
 
 import atexit
