@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.child import pytest_command
+from ..core.child import pytest_command, without_options
 from ..core.counters import OCCUPANCY, Counters, summed
 from ..core.units import plural
 from .device import has_cuda
@@ -105,19 +105,7 @@ def find_ncu(env: dict[str, str] | None = None) -> str | None:
 def counting_args(args: Sequence[str], window_file: Path, cache_dir: Path, xdist: bool) -> list[str]:
     """The pytest arguments of the counting process: the user's, less its outputs and the counters
     option, in one process (`-n 0` under pytest-xdist) with a cache of its own."""
-    out: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        option = arg.split("=", 1)[0]
-        if option in DROPPED_FLAGS:
-            continue
-        if option in DROPPED_VALUES:
-            skip = "=" not in arg
-            continue
-        out.append(arg)
+    out = without_options(args, DROPPED_FLAGS, DROPPED_VALUES)
     out += [f"--gpuperf-counter-pass={window_file}", "-o", f"cache_dir={cache_dir}", "-q", "-p", "no:randomly"]
     return out + (["-n", "0"] if xdist else [])
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..core.child import without_options
 from ..core.counters import MORE, SAME, Counters, with_declared_note
 from ..core.records import Result
 from ..core.shards import partition
@@ -112,18 +113,6 @@ def rejudged(record: dict[str, Any], counters: Counters, l2_bytes: int | None, t
     return {**record, **result.to_dict()}
 
 
-def _without_shard(args: Sequence[str]) -> list[str]:
-    out, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg == SHARD_OPTION:
-            skip = True
-        elif not arg.startswith(SHARD_OPTION + "="):
-            out.append(arg)
-    return out
-
-
 def count_undecided(records: dict[str, dict[str, Any]], run: Callable[..., Any], args: Sequence[str], cwd: Path,
                     xdist: bool, devices: Sequence[int | None], say: Callable[[str], None], threshold: float,
                     l2_bytes: int | None = None) -> Recount:
@@ -139,7 +128,7 @@ def count_undecided(records: dict[str, dict[str, Any]], run: Callable[..., Any],
         return recount
     costs = {nodeid: records[nodeid].get("wall_s") for nodeid in recount.asked}
     parts = [p for p in partition(recount.asked, costs, max(1, min(len(devices), len(recount.asked)))) if p]
-    args = _without_shard(args)
+    args = without_options(args, values=(SHARD_OPTION,))
     lock = threading.Lock()
 
     def said(line: str) -> None:  # the processes' threads share the terminal
