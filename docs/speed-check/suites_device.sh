@@ -3,7 +3,7 @@
 # baseline. DIRS="a b": GPU k runs `pytest perf_tests --gpuperf` in the k-th folder (each a snapshot of
 # a revision), both at once. XDIST=2 instead: one process in the first folder over both GPUs (-n 2).
 # EXTRA: more pytest arguments for every run (e.g. "--durations=40"); FILES: what to run (perf_tests);
-# NAME: the results' name for XDIST runs (xdist).
+# NAME: the results' name for XDIST runs (xdist), else their names' prefix (two runs in one $OUT).
 set -uo pipefail
 S=$(date +%s)
 export PYTHONUNBUFFERED=1
@@ -25,11 +25,11 @@ read -r -a dirs <<< "${DIRS:-.}"
 if [ -n "${XDIST:-}" ]; then
   run "${dirs[0]}" "${NAME:-xdist}" -n "$XDIST"
 else
-  for k in "${!dirs[@]}"; do CUDA_VISIBLE_DEVICES=$k run "${dirs[$k]}" "gpu$k-$(basename "${dirs[$k]}")" & done
+  for k in "${!dirs[@]}"; do CUDA_VISIBLE_DEVICES=$k run "${dirs[$k]}" "${NAME:+$NAME-}gpu$k-$(basename "$(realpath "${dirs[$k]}")")" & done
   wait
 fi
 cat "$OUT/walls.txt"
-for f in "$OUT"/${NAME:-*}.json; do
+for f in "$OUT"/${NAME:-*}*.json; do
   echo "== $f"; grep -E "gpuperf: [0-9.]+ s since start|^[0-9]+ tests: |passed|failed" "${f%.json}.log" | tail -4
   python "${dirs[0]}/docs/speed-check/summary.py" "$f"
 done
