@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .ab_budget import Budget, Spent, next_round, process_cost_s
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
@@ -72,6 +73,7 @@ class Side:
     failed: int = 0
     failed_tests: set[str] = field(default_factory=set)  # as pytest's short summary names them
     seconds: float = 0.0
+    process_seconds: list[float] = field(default_factory=list)  # each of its own processes', in order
     device: dict | None = None
     software: dict = field(default_factory=dict)
     gpu: str | None = None  # the GPU its processes ran on (CUDA_VISIBLE_DEVICES), where several are used
@@ -207,6 +209,8 @@ class AbRun:
     #: Count hardware counters in each side's first round (--gpuperf-counters); counts repeat, so
     #: one pass a side is enough.
     counters: bool = False
+    #: How long the A/B may run (--budget); None: as long as its rounds take.
+    budget: Budget | None = None
 
     def measure(self, side: Side, cwd: Path, work: Path, index: int, plan: Plan) -> None:
         """One pytest process of `side`; its results become the side's next round."""
@@ -223,6 +227,7 @@ class AbRun:
         status = self.runner(args, cwd, log)
         seconds = time.perf_counter() - started
         side.seconds += seconds
+        side.process_seconds.append(seconds)
         # the tests asked for are new (the base has none of them), or a GPU's part holds none of this side's
         if (side.label == "base" and only_in_head(status, log)) or (
                 plan.select is not None and status == PYTEST_NO_TESTS):
@@ -470,11 +475,27 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
         if newly and index + 1 < run.rounds:
             run.say(f"gpuperf ab: {plural(len(newly), 'unsure test')} not measured again: noise beyond "
                     f"{'its' if len(newly) == 1 else 'their'} threshold even at {run.rounds} rounds a side")
+        if run.budget is not None and plan.select and index + 1 < run.rounds:
+            plan.select = _within_budget(run, plan.select, verdicts, base, head)
         if not plan.select:
             break
         if index + 1 < run.rounds:
             run.say(f"gpuperf ab: measuring {plural(len(plan.select), 'undecided test')} again")
     return verdicts
+
+
+def _within_budget(run: AbRun, select: list[str], verdicts: dict[str, Verdict], base: Side, head: Side) -> list[str]:
+    """The tests the next round measures within `run.budget` (`ab_budget.next_round`), each at its
+    latest measuring time."""
+    later = tuple(process_cost_s(s, measured) for side in (base, head)
+                  for s, measured in zip(side.process_seconds[1:], side.rounds[1:]))
+    spent = Spent((base.process_seconds[0], head.process_seconds[0]), later, base.seconds + head.seconds)
+    cost_s = {k: max((r[k].wall_s or 0.0 for side in (base, head) for r in side.rounds if k in r), default=0.0)
+              for k in select}
+    kept, note = next_round(run.budget, spent, select, {k for k in select if verdicts[k].time in _CHANGED}, cost_s)
+    if note:
+        run.say(note)
+    return kept
 
 
 def _rounds_before(side: Side, index: int) -> Side:

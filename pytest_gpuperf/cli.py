@@ -296,6 +296,7 @@ def _cmd_ab(args) -> int:
     import pytest
 
     from .ab import AbError, AbIncomplete, AbRun, compare_revisions, report
+    from .ab_budget import Budget
     from .ab_gpus import choose_gpus, compare_on_gpus, visible_gpus
     from .plugin.outputs import check_outputs
 
@@ -304,6 +305,10 @@ def _cmd_ab(args) -> int:
         pytest_args.append(f"--gpuperf-threshold={parse_threshold(args.threshold) * 100:g}%")
     if args.rounds < 1:
         raise _UsageError(f"gpuperf ab: --rounds {args.rounds}: give 1 or more")
+    try:
+        budget = Budget.parse(args.budget) if args.budget is not None else None
+    except ValueError as exc:
+        raise _UsageError(f"gpuperf ab: {exc}") from None
     visible = visible_gpus()
     try:
         gpus = choose_gpus(args.gpus, visible)
@@ -327,7 +332,8 @@ def _cmd_ab(args) -> int:
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir), counters=args.counters)
+        run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir), counters=args.counters,
+                    budget=budget)
         if len(gpus) > 1:
             verdicts, base, head = compare_on_gpus(run, Path.cwd(), args.base, gpus)
         else:  # on one GPU: the first visible unless --gpus named another
@@ -437,7 +443,7 @@ def _parser() -> _Parser:
                     help="the merged results (pytest-benchmark JSON, as --gpuperf-json)")
     ms.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the summary as Markdown")
     ms.set_defaults(func=_cmd_merge_shards)
-    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--gpus all|N|I,J] [--threshold PCT] [--counters] "
+    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--budget 2.5x|600s|10m] [--gpus all|N|I,J] [--threshold PCT] [--counters] "
                                    "[--json PATH] [--markdown PATH] [--baseline-dir DIR] [-- PYTEST_ARGS...]",
                        help="measure a base revision and the working tree on this host's GPUs, interleaved; exit 1 "
                                   "if something got slower",
@@ -449,6 +455,10 @@ def _parser() -> _Parser:
     a.add_argument("base", metavar="BASE", help="the git revision to compare with, e.g. origin/main")
     a.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
                    help="pytest processes per side at most (default %(default)s)")
+    a.add_argument("--budget", default=None, metavar="2.5x|600s|10m",
+                   help="how long the A/B may run: a multiple of a plain run (round 1's processes) or a time; "
+                        "later rounds then measure again only the unsure tests that fit, cheapest first "
+                        "(round 1 runs whole and a slower or faster test is always confirmed)")
     a.add_argument("--gpus", default="all", metavar="all|N|I,J",
                    help="the GPUs to use: all visible (default), the first N, or these indices (0,1); the tests "
                         "are split between them by recorded time and each GPU alternates base and head for its part"

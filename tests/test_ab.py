@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf import ab, cli
+from pytest_gpuperf.ab_budget import Budget, within
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import results as results_store
 from pytest_gpuperf.store.plan import Plan
@@ -152,6 +153,51 @@ def test_unsure_tests_more_rounds_could_not_decide_are_not_measured_again(repo: 
     assert "gpuperf ab: 1 unsure test not measured again: noise beyond its threshold even at 3 rounds a side" in lines
     assert verdicts["t::tight"].time == "same" and verdicts["t::tiny"].time == "unsure"
     assert verdicts["t::tiny_moved"].time == "slower" and base.measured()["t::tiny"] == 1
+
+
+def test_a_spent_budget_drops_unsure_tests_but_still_confirms_a_change(repo: Path) -> None:
+    """--budget 1x is spent by round 1 (two processes): the unsure test a later round would have
+    measured again stays unsure, and says why; the slowdown is still confirmed over three rounds."""
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::tight": 1.0, "t::slow": 1.0}, "head": {"t::tight": 1.0, "t::slow": 1.2}}
+    calls: list = []
+    lines: list[str] = []
+    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls, thresholds={"t::tight": 0.01}),
+                   say=lines.append, budget=Budget.parse("1x"))
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert [c[1] for c in calls[2:]] == [["t::slow"]] * 4
+    assert verdicts["t::tight"].time == "unsure" and verdicts["t::slow"].time == "slower"
+    assert any(line.startswith("gpuperf ab: 1 unsure test not measured again: the budget (1x a plain run, ")
+               for line in lines)
+    assert len(base.process_seconds) == len(head.process_seconds) == 3
+
+
+def test_a_budget_with_room_changes_nothing(repo: Path) -> None:
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::tight": 1.0}, "head": {"t::tight": 1.0}}
+    calls: list = []
+    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls, thresholds={"t::tight": 0.01}),
+                   say=lambda line: None, budget=Budget.parse("10m"))
+    verdicts, _, _ = ab.compare_revisions(run, repo, "HEAD")
+    assert calls[2][1] == ["t::tight"] and verdicts["t::tight"].time == "same"
+
+
+@pytest.mark.parametrize("text, times, seconds", [("2.5x", 2.5, None), ("600s", None, 600.0), ("10m", None, 600.0),
+                                                  (" 3X ", 3.0, None)])
+def test_a_budget_is_a_multiple_of_a_plain_run_or_a_time(text, times, seconds) -> None:
+    budget = Budget.parse(text)
+    assert (budget.times, budget.seconds) == (times, seconds)
+    assert budget.limit_s(40.0) == (times * 40.0 if times else seconds)
+
+
+def test_a_round_within_budget_keeps_changes_and_adds_the_cheapest_unsure_tests() -> None:
+    cost = {"t::a": 5.0, "t::b": 1.0, "t::c": 2.0, "t::slow": 30.0}
+    # two processes of 10 s each, the change's 30 s twice: 80 s; 20 s left for b and c (6 s), not a (10 s)
+    assert within(["t::a", "t::b", "t::c", "t::slow"], {"t::slow"}, 90.0, 10.0, cost) == (
+        ["t::b", "t::c", "t::slow"], ["t::a"])
+    assert within(["t::a", "t::b"], set(), 19.0, 10.0, cost) == ([], ["t::a", "t::b"])  # no room for a process
+    assert within(["t::a", "t::b"], set(), 22.0, 10.0, cost) == (["t::b"], ["t::a"])
+    assert within(["t::slow"], {"t::slow"}, -5.0, 10.0, cost) == (["t::slow"], [])  # a change runs regardless
 
 
 def test_a_change_that_later_rounds_do_not_repeat_is_not_a_verdict(repo: Path) -> None:
@@ -313,6 +359,8 @@ def test_identical_revisions_stop_after_one_round(repo: Path) -> None:
 @pytest.mark.parametrize("argv, words", [
     (["ab", "no-such-revision"], "is not a commit"),
     (["ab", "HEAD", "--rounds", "0"], "--rounds 0"),
+    (["ab", "HEAD", "--budget", "soon"], "--budget soon"),
+    (["ab", "HEAD", "--budget", "0x"], "--budget 0x"),
 ])
 def test_bad_input_is_one_line_and_exit_2(repo: Path, monkeypatch, capsys, argv, words) -> None:
     monkeypatch.chdir(repo)
