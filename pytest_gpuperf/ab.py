@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .ab_budget import Budget, Spent, next_round, process_cost_s
+from .ab_budget import Budget, Spent, latest_cost_s, next_round
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
@@ -73,7 +73,7 @@ class Side:
     failed: int = 0
     failed_tests: set[str] = field(default_factory=set)  # as pytest's short summary names them
     seconds: float = 0.0
-    process_seconds: list[float] = field(default_factory=list)  # each of its own processes', in order
+    process_seconds: list[float] = field(default_factory=list)  # each of its own processes', as its rounds
     device: dict | None = None
     software: dict = field(default_factory=dict)
     gpu: str | None = None  # the GPU its processes ran on (CUDA_VISIBLE_DEVICES), where several are used
@@ -453,6 +453,7 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
     verdicts: dict[str, Verdict] = {}
     stored: dict[str, Entry] | None = None
     given_up: set[str] = set()  # unsure tests more rounds could not decide (`undecided`)
+    over_budget: set[str] = set()  # unsure tests --budget left out: never measured again after that
     plan = Plan(select=select)
     for index in range(max(run.rounds, 1)):
         for side in ((base, head) if index % 2 == 0 else (head, base)):
@@ -476,7 +477,9 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
             run.say(f"gpuperf ab: {plural(len(newly), 'unsure test')} not measured again: noise beyond "
                     f"{'its' if len(newly) == 1 else 'their'} threshold even at {run.rounds} rounds a side")
         if run.budget is not None and plan.select and index + 1 < run.rounds:
-            plan.select = _within_budget(run, plan.select, verdicts, base, head)
+            plan.select, dropped = _within_budget(run, [k for k in plan.select if k not in over_budget],
+                                                  verdicts, base, head)
+            over_budget.update(dropped)
         if not plan.select:
             break
         if index + 1 < run.rounds:
@@ -484,24 +487,22 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
     return verdicts
 
 
-def _within_budget(run: AbRun, select: list[str], verdicts: dict[str, Verdict], base: Side, head: Side) -> list[str]:
-    """The tests the next round measures within `run.budget` (`ab_budget.next_round`), each at its
-    latest measuring time."""
-    later = tuple(process_cost_s(s, measured) for side in (base, head)
-                  for s, measured in zip(side.process_seconds[1:], side.rounds[1:]))
-    spent = Spent((base.process_seconds[0], head.process_seconds[0]), later, base.seconds + head.seconds)
-    cost_s = {k: max((r[k].wall_s or 0.0 for side in (base, head) for r in side.rounds if k in r), default=0.0)
-              for k in select}
-    kept, note = next_round(run.budget, spent, select, {k for k in select if verdicts[k].time in _CHANGED}, cost_s)
+def _within_budget(run: AbRun, select: list[str], verdicts: dict[str, Verdict], base: Side,
+                   head: Side) -> tuple[list[str], list[str]]:
+    """(the tests the next round measures within `run.budget`, those it leaves out): `ab_budget.next_round`."""
+    spent = Spent.of([(side.process_seconds, side.rounds) for side in (base, head)])
+    cost_s = {k: latest_cost_s(k, [base.rounds, head.rounds]) for k in select}
+    kept, dropped, note = next_round(run.budget, spent, select, {k for k in select if verdicts[k].time in _CHANGED},
+                                     cost_s)
     if note:
         run.say(note)
-    return kept
+    return kept, dropped
 
 
 def _rounds_before(side: Side, index: int) -> Side:
     """The side as it stood after `index` complete rounds (a failed round leaves one side ahead);
     its time and failures still count every process it ran."""
-    return replace(side, rounds=side.rounds[:index])
+    return replace(side, rounds=side.rounds[:index], process_seconds=side.process_seconds[:index])
 
 
 def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int = 120,

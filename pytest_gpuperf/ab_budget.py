@@ -1,7 +1,7 @@
-"""`gpuperf ab --budget`: how long an A/B may run, and which unsure tests its later rounds then still
-measure (docs/gate.md, "Same-GPU A/B runs"). Round 1 always runs whole, and a `slower` or `faster`
-test is always measured until confirmed: the budget only drops the unsure tests a later round would
-have measured again, so it never makes a change appear or stand unconfirmed."""
+"""`gpuperf ab --budget`: how long an A/B's pytest processes may take in all, and which unsure tests
+its later rounds then still measure (docs/gate.md, "Same-GPU A/B runs"). Round 1 always runs whole,
+and a `slower` or `faster` test is always measured until confirmed, so the budget never lets a
+change stand on fewer rounds; an unsure test it leaves out stays `unsure`, a weaker gate."""
 from __future__ import annotations
 
 import re
@@ -12,22 +12,23 @@ from dataclasses import dataclass
 from .core.records import Result
 from .core.units import plural
 
-#: Seconds a later round's pytest process is taken to cost before its tests, until one has run: on
-#: an H200 with warm compile caches, later processes of the bundled suite took 11-16 s for 4-14
-#: tests (start-up and collection, the first torch.compile, power-capped warm-ups). A run whose
-#: plain process is shorter is taken to cost that instead.
+#: Seconds a later round's pytest process is taken to cost beyond its measurements until one has
+#: run (start-up, collection, first torch.compile calls, the power cap's warm-ups): what the bundled
+#: suite's later processes cost on an H200 (docs/gate.md). A plain run shorter than that is taken instead.
 LATER_PROCESS_S = 12.0
-
+#: A round is one process a side.
+PROCESSES_PER_ROUND = 2
+_UNIT_S = {"s": 1.0, "m": 60.0}
 _FORM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(x|s|m)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Budget:
-    """An A/B's time limit: `times` a plain run of the tests (round 1's processes, their mean), or
-    `seconds` of wall time in all."""
+    """An A/B's time limit: `amount` times a plain run of its tests (`relative`; a plain run is round
+    1's processes, their mean) or `amount` seconds, over all its pytest processes on one GPU."""
 
-    times: float | None = None
-    seconds: float | None = None
+    amount: float
+    relative: bool
 
     @classmethod
     def parse(cls, text: str) -> Budget:
@@ -37,40 +38,14 @@ class Budget:
         if not match or value <= 0:
             raise ValueError(f"--budget {text}: give a multiple of a plain run (2.5x) or a time (600s, 10m)")
         unit = match.group(2).lower()
-        return cls(times=value) if unit == "x" else cls(seconds=value * (60.0 if unit == "m" else 1.0))
+        return cls(value, True) if unit == "x" else cls(value * _UNIT_S[unit], False)
 
     def limit_s(self, plain_s: float) -> float:
         """The limit in seconds, given what one plain run of the tests took."""
-        return self.times * plain_s if self.times is not None else float(self.seconds or 0.0)
+        return self.amount * plain_s if self.relative else self.amount
 
     def __str__(self) -> str:
-        return f"{self.times:g}x a plain run" if self.times is not None else f"{self.seconds:g} s"
-
-
-def process_cost_s(process_s: float, records: Mapping[str, Result]) -> float:
-    """What a pytest process cost beyond its measurements: start-up, collection, first calls outside
-    them, the tests' own work and exit (never below zero)."""
-    return max(process_s - sum(r.wall_s or 0.0 for r in records.values()), 0.0)
-
-
-def within(select: Sequence[str], required: set[str], left_s: float, fixed_s: float,
-           cost_s: Mapping[str, float]) -> tuple[list[str], list[str]]:
-    """(the tests the next round measures, the unsure ones it leaves out). A round is two processes,
-    each `fixed_s` plus its tests' `cost_s`. `required` (changes to confirm) always run; the other
-    tests join cheapest first while the round still fits in `left_s`. Without a required test and
-    with no room for one more, the round does not run: both lists say so (nothing kept)."""
-    kept = [k for k in select if k in required]
-    spent = 2.0 * (fixed_s + sum(cost_s.get(k, 0.0) for k in kept))
-    dropped = []
-    for k in sorted((k for k in select if k not in required), key=lambda k: (cost_s.get(k, 0.0), k)):
-        more = 2.0 * cost_s.get(k, 0.0)
-        if spent + more <= left_s:
-            kept.append(k)
-            spent += more
-        else:
-            dropped.append(k)
-    order = {k: n for n, k in enumerate(select)}
-    return sorted(kept, key=order.__getitem__), sorted(dropped, key=order.__getitem__)
+        return f"{self.amount:g}x a plain run" if self.relative else f"{self.amount:g} s"
 
 
 @dataclass(frozen=True)
@@ -82,18 +57,58 @@ class Spent:
     later_s: tuple[float, ...]
     total_s: float
 
+    @classmethod
+    def of(cls, sides: Sequence[tuple[Sequence[float], Sequence[Mapping[str, Result]]]]) -> Spent:
+        """From each side's process seconds and rounds (one each, in order; round 1 first)."""
+        (base_s, _), (head_s, _) = sides
+        later = tuple(process_cost_s(s, measured) for seconds, rounds in sides
+                      for s, measured in zip(seconds[1:], rounds[1:]))
+        return cls((base_s[0], head_s[0]), later, sum(sum(seconds) for seconds, _ in sides))
+
+
+def process_cost_s(process_s: float, records: Mapping[str, Result]) -> float:
+    """What a pytest process cost beyond its measurements: start-up, collection, first calls outside
+    them, the tests' own work and exit (never below zero)."""
+    return max(process_s - sum(r.wall_s or 0.0 for r in records.values()), 0.0)
+
+
+def latest_cost_s(test: str, rounds_by_side: Sequence[Sequence[Mapping[str, Result]]]) -> float:
+    """A test's measuring time in the latest round of each side that measured it, the longer of the two."""
+    latest = [next((r[test].wall_s or 0.0 for r in reversed(rounds) if test in r), 0.0) for rounds in rounds_by_side]
+    return max(latest, default=0.0)
+
+
+def within(select: Sequence[str], required: set[str], left_s: float, fixed_s: float,
+           cost_s: Mapping[str, float]) -> tuple[list[str], list[str]]:
+    """(the tests the next round measures, the unsure ones it leaves out). A round's processes each
+    cost `fixed_s` plus their tests' `cost_s`. `required` (changes to confirm) always run; the other
+    tests join cheapest first while the round still fits in `left_s`. Without a required test and
+    with no room for one more, the round does not run: nothing is kept."""
+    kept = [k for k in select if k in required]
+    spent = PROCESSES_PER_ROUND * (fixed_s + sum(cost_s.get(k, 0.0) for k in kept))
+    dropped = []
+    for k in sorted((k for k in select if k not in required), key=lambda k: (cost_s.get(k, 0.0), k)):
+        more = PROCESSES_PER_ROUND * cost_s.get(k, 0.0)
+        if spent + more <= left_s:
+            kept.append(k)
+            spent += more
+        else:
+            dropped.append(k)
+    order = {k: n for n, k in enumerate(select)}
+    return sorted(kept, key=order.__getitem__), sorted(dropped, key=order.__getitem__)
+
 
 def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: set[str],
-               cost_s: Mapping[str, float]) -> tuple[list[str], str | None]:
-    """The tests the next round measures within `budget` (`within`: each process taken to cost what
-    the costliest later one so far cost beyond its measurements, before one LATER_PROCESS_S or a
-    plain run where that is shorter), and a line saying what the budget left out (None: nothing)."""
+               cost_s: Mapping[str, float]) -> tuple[list[str], list[str], str | None]:
+    """(the tests the next round measures within `budget`, those it leaves out, a line saying so or
+    None). Each process is taken to cost what the costliest later one so far cost beyond its
+    measurements (before one, LATER_PROCESS_S or a plain run where that is shorter); `within` picks."""
     plain_s = statistics.mean(spent.first_s)
     limit_s = budget.limit_s(plain_s)
     left_s = limit_s - spent.total_s
     fixed_s = max(spent.later_s) if spent.later_s else min(LATER_PROCESS_S, plain_s)
     kept, dropped = within(select, required, left_s, fixed_s, cost_s)
     if not dropped:
-        return kept, None
-    return kept, (f"gpuperf ab: {plural(len(dropped), 'unsure test')} not measured again: the budget ({budget}, "
-                  f"{limit_s:.0f} s) has {max(left_s, 0.0):.0f} s left")
+        return kept, dropped, None
+    return kept, dropped, (f"gpuperf ab: {plural(len(dropped), 'unsure test')} not measured again: the budget "
+                           f"({budget}, {limit_s:.0f} s) has {max(left_s, 0.0):.0f} s left")

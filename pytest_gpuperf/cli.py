@@ -443,8 +443,9 @@ def _parser() -> _Parser:
                     help="the merged results (pytest-benchmark JSON, as --gpuperf-json)")
     ms.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the summary as Markdown")
     ms.set_defaults(func=_cmd_merge_shards)
-    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--budget 2.5x|600s|10m] [--gpus all|N|I,J] [--threshold PCT] [--counters] "
-                                   "[--json PATH] [--markdown PATH] [--baseline-dir DIR] [-- PYTEST_ARGS...]",
+    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--budget 2.5x|600s|10m] [--gpus all|N|I,J] "
+                                   "[--threshold PCT] [--counters] [--json PATH] [--markdown PATH] [--baseline-dir DIR] "
+                                   "[-- PYTEST_ARGS...]",
                        help="measure a base revision and the working tree on this host's GPUs, interleaved; exit 1 "
                                   "if something got slower",
                        description="Check out BASE (a git revision) in a temporary worktree and run `pytest --gpuperf` "
@@ -456,9 +457,10 @@ def _parser() -> _Parser:
     a.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
                    help="pytest processes per side at most (default %(default)s)")
     a.add_argument("--budget", default=None, metavar="2.5x|600s|10m",
-                   help="how long the A/B may run: a multiple of a plain run (round 1's processes) or a time; "
-                        "later rounds then measure again only the unsure tests that fit, cheapest first "
-                        "(round 1 runs whole and a slower or faster test is always confirmed)")
+                   help="how long the A/B's pytest processes may take in all (on each GPU), round 1 included: a "
+                        "multiple of a plain run (round 1's processes, their mean) or a time; later rounds then "
+                        "measure again only the unsure tests that fit, cheapest first, and a slower or faster test "
+                        "is always confirmed; an unsure test left out stays unsure")
     a.add_argument("--gpus", default="all", metavar="all|N|I,J",
                    help="the GPUs to use: all visible (default), the first N, or these indices (0,1); the tests "
                         "are split between them by recorded time and each GPU alternates base and head for its part"
