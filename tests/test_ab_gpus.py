@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf import ab, ab_gpus, cli
+from pytest_gpuperf.ab_budget import Budget
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import results as results_store
 from pytest_gpuperf.store.plan import Plan
@@ -44,8 +45,9 @@ class FakeHost:
     on that GPU), lists the tests of its side, and records which process ran on which GPU when."""
 
     def __init__(self, medians: dict[str, dict], costs: dict[str, float] | None = None,
-                 fail: tuple[str, str, int] | None = None) -> None:
+                 fail: tuple[str, str, int] | None = None, thresholds: dict[str, float] | None = None) -> None:
         self.medians, self.costs, self.fail = medians, costs or {}, fail  # fail: (gpu, side, process number)
+        self.thresholds = thresholds or {}
         self.calls: list[dict] = []  # gpu, side, ids, start, end
         self.lock = threading.Lock()
 
@@ -77,7 +79,7 @@ class FakeHost:
         json_path = Path(next(a for a in args if a.startswith("--gpuperf-json=")).split("=", 1)[1])
         results = [{"nodeid": i, "name": i, "param": "", "group": "g", "median_ms": median[i], "noise": 0.001,
                     "samples": 100, "ci_ms": [median[i] * 0.999, median[i] * 1.001], "method": "events",
-                    "cache": "cold", "timing": TIMING_VERSION, "threshold": 0.05} for i in ids]
+                    "cache": "cold", "timing": TIMING_VERSION, "threshold": self.thresholds.get(i, 0.05)} for i in ids]
         results_store.write_json(json_path, [result(r) for r in results], {"key": "sim"}, {}, "2026-11-29T00:00:00")
         log.write_text(f"{len(ids)} passed\n")
         return 0
@@ -236,3 +238,18 @@ def test_the_listing_plugin_writes_the_selected_tests_and_their_recorded_times(p
                                            f"{ab_gpus.LIST_OPTION}={out}")
     assert result.ret == 0
     assert json.loads(out.read_text()) == {"tests": ["test_two.py::test_b"], "costs": {"test_two.py::test_b": None}}
+
+
+def test_a_budget_holds_on_each_gpu(repo: Path) -> None:
+    """--budget 1x is each GPU's own: spent by its round 1, so an unsure test is left out where it
+    runs and the slowdown is still confirmed on its GPU."""
+    medians = {"base": {i: 1.0 for i in TESTS}, "head": {i: 1.0 for i in TESTS}}
+    medians["head"]["t::k4"] = 1.2
+    host = FakeHost(medians, thresholds={"t::k5": 0.01})  # held to 1%, its bound wider after one round: unsure
+    lines: list[str] = []
+    run = ab.AbRun(["-q"], rounds=3, runner=host, say=lines.append, budget=Budget.parse("1x"))
+    verdicts, _, _ = ab_gpus.compare_on_gpus(run, repo, "HEAD", ["0", "1"])
+    assert verdicts["t::k4"].time == "slower" and verdicts["t::k5"].time == "unsure"
+    later = [c["ids"] for gpu in ("0", "1") for c in host.on(gpu)[2:]]
+    assert later == [["t::k4"]] * 4
+    assert any("1 unsure test not measured again: the budget (1x a plain run" in line for line in lines)
