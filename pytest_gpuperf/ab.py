@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .ab_budget import Budget, Spent, latest_cost_s, next_round
+from .ab_budget import Budget, Spent, latest_cost_s, left_out_note, left_out_said, next_round
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
@@ -484,7 +484,7 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
             break
         if index + 1 < run.rounds:
             run.say(f"gpuperf ab: measuring {plural(len(plan.select), 'undecided test')} again")
-    return verdicts
+    return left_out_said(verdicts, over_budget)
 
 
 def _within_budget(run: AbRun, select: list[str], verdicts: dict[str, Verdict], base: Side,
@@ -536,7 +536,8 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
         v = verdicts[nodeid]
         base = Entry.of(old[nodeid]) if nodeid in old else None
         results.append(replace(record, baseline=base, judgement=v.judgement()))
-    note = f"incomplete run: {incomplete}" if incomplete else None
+    note = "; ".join(filter(None, [f"incomplete run: {incomplete}" if incomplete else None,
+                                   left_out_note(verdicts)])) or None
     if note:
         say(f"gpuperf ab: {note}")
     if json_path is not None:

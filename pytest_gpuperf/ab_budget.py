@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .core.records import Result
 from .core.units import plural
+from .core.verdict import Verdict
 
 #: Seconds a later round's pytest process is taken to cost beyond its measurements until one has
 #: run (start-up, collection, first torch.compile calls, the power cap's warm-ups): what the bundled
@@ -112,3 +113,19 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
         return kept, dropped, None
     return kept, dropped, (f"gpuperf ab: {plural(len(dropped), 'unsure test')} not measured again: the budget "
                            f"({budget}, {limit_s:.0f} s) has {max(left_s, 0.0):.0f} s left")
+
+
+#: What the verdict of an unsure test the budget left out ends with.
+LEFT_OUT = "; not measured again: the --budget was spent"
+
+
+def left_out_said(verdicts: Mapping[str, Verdict], left_out: set[str]) -> dict[str, Verdict]:
+    """The verdicts, each unsure one the budget left out saying so (in the results JSON)."""
+    return {k: replace(v, message=v.message + LEFT_OUT) if k in left_out and v.time == "unsure" else v
+            for k, v in verdicts.items()}
+
+
+def left_out_note(verdicts: Mapping[str, Verdict]) -> str | None:
+    """The report's line on the tests the budget left out (None: none), for its Markdown too."""
+    count = sum(v.message.endswith(LEFT_OUT) for v in verdicts.values())
+    return f"{plural(count, 'unsure test')} not measured again: the --budget was spent" if count else None

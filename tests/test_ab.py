@@ -168,10 +168,15 @@ def test_a_spent_budget_drops_unsure_tests_but_still_confirms_a_change(repo: Pat
     verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
     assert [c[1] for c in calls[2:]] == [["t::slow"]] * 4
     assert verdicts["t::tight"].time == "unsure" and verdicts["t::slow"].time == "slower"
+    assert verdicts["t::tight"].message.endswith("; not measured again: the --budget was spent")
+    assert "--budget" not in verdicts["t::slow"].message
     left_out = [line for line in lines if "not measured again: the budget" in line]
     assert len(left_out) == 1 and left_out[0].startswith("gpuperf ab: 1 unsure test not measured again: the budget "
                                                          "(1x a plain run, ")
     assert len(base.process_seconds) == len(head.process_seconds) == 3
+    ab.report(verdicts, base, head, say=lines.append, markdown_path=repo / "ab.md")
+    assert "gpuperf ab: 1 unsure test not measured again: the --budget was spent" in lines
+    assert "**1 unsure test not measured again: the --budget was spent**" in (repo / "ab.md").read_text()
 
 
 def test_a_test_the_budget_left_out_is_never_measured_again(repo: Path, monkeypatch) -> None:
