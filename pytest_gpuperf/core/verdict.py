@@ -186,6 +186,11 @@ def noise_bound(base: Measured, now: Measured, prior: Prior = ACROSS_MACHINES) -
     return spread(base, now, prior).bound(math.hypot(_sampling_sd(base), _sampling_sd(now)))
 
 
+#: Projected bounds (`could_decide`) are compared with this much slack: the spread they keep was
+#: estimated from the rounds so far, and more rounds may narrow it.
+PROJECTION_SLACK = 1.25
+
+
 def projected_bound(base: Measured, now: Measured, rounds: int, prior: Prior = ACROSS_MACHINES,
                     related: Sequence[float] = ()) -> float:
     """The noise bound with `rounds` medians a side, the pooled spread as it stands: the smallest
@@ -207,11 +212,6 @@ def could_decide(verdict: Verdict, bound: float) -> bool:
         return True
     return (bound / PROJECTION_SLACK <= verdict.threshold
             or abs(verdict.change) >= verdict.threshold * (1.0 - verdict.margin))
-
-
-#: Projected bounds (`could_decide`) are compared with this much slack: the spread they keep was
-#: estimated from the rounds so far, and more rounds may narrow it.
-PROJECTION_SLACK = 1.25
 
 
 def fixed_bound(base: Measured, now: Measured, prior: Prior = ACROSS_MACHINES) -> float:

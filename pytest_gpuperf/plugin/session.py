@@ -390,7 +390,8 @@ class GpuPerf:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._counter_file is not None:
             self._counter_file.unlink(missing_ok=True)
-        if self.is_worker and self.settings.enabled and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        ended_normally = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        if self.is_worker and self.settings.enabled and ended_normally:
             end_without_teardown()
         if self.is_worker or not self.settings.enabled:
             return
