@@ -22,7 +22,9 @@ linearly (x4 per x4 in N), measured with torch.cuda.max_memory_allocated after a
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import gc
 import json
 import math
@@ -77,6 +79,35 @@ def _cases():
                                        id=f"{impl}-{dtype}-{'causal' if causal else 'full'}-{shape_id(shape)}")
 
 
+CASES = list(_cases())
+#: Cases per (dtype, causal, shape): the impls that compare against one float64 reference.
+_SHARING = collections.Counter(tuple(case.values[1:]) for case in CASES)
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_reference(dtype: str, causal: bool, shape, device: str, direction: str):
+    """The float64 reference of the case's inputs (fa.make_inputs' seed: every impl gets the same),
+    computed once for all the impls that share it (0.1 s a backward at B4 H16 N4096 on an H200)."""
+    q, k, v = fa.make_inputs(shape, getattr(torch, dtype), device)
+    if direction == "fwd":
+        return fa.reference(q, k, v, causal)
+    return tuple(fa.reference_grads(q, k, v, fa.make_grad_output(shape, q.dtype, device), causal)[1:])
+
+
+def _reference(dtype: str, causal: bool, shape, device: str, direction: str):
+    """fwd: the output; bwd: (dq, dk, dv), kept where several impls share them (about 4 GiB of
+    float64 on a GPU, freed after the module), else computed for this case alone."""
+    if _SHARING[(dtype, causal, shape)] > 1:
+        return _shared_reference(dtype, causal, shape, str(device), direction)
+    return _shared_reference.__wrapped__(dtype, causal, shape, str(device), direction)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_references():
+    yield
+    _shared_reference.cache_clear()
+
+
 def _numel(impl: str, shape) -> int:
     """Largest tensor the impl makes: the (B, H, N, N) scores for the materializing ones."""
     B, H, N, D = shape
@@ -103,23 +134,23 @@ def _prepare(impl: str, dtype: str, causal: bool, shape, device, direction: str)
     return q, k, v
 
 
-@pytest.mark.parametrize("impl,dtype,causal,shape", list(_cases()))
+@pytest.mark.parametrize("impl,dtype,causal,shape", CASES)
 def test_attention_fwd(impl, dtype, causal, shape, device, gpu_benchmark, gpu_assert_close):
     q, k, v = _prepare(impl, dtype, causal, shape, device, "fwd")
     nbytes, flops = fa.cost(shape, q.dtype, causal)
     out = gpu_benchmark(fa.IMPLS[impl], q, k, v, causal, bytes=nbytes, flops=flops)
-    expected = fa.reference(q, k, v, causal)
+    expected = _reference(dtype, causal, shape, device, "fwd")
     gpu_assert_close(out, expected, **fa.tolerance(expected, q.dtype))  # rms-scaled atol: see module
 
 
-@pytest.mark.parametrize("impl,dtype,causal,shape", list(_cases()))
+@pytest.mark.parametrize("impl,dtype,causal,shape", CASES)
 def test_attention_bwd(impl, dtype, causal, shape, device, gpu_benchmark, gpu_assert_close):
     q, k, v = _prepare(impl, dtype, causal, shape, device, "bwd")
     dout = fa.make_grad_output(shape, q.dtype, device)
     out = fa.IMPLS[impl](q, k, v, causal)
     nbytes, flops = fa.cost(shape, q.dtype, causal, backward=True)
     grads = gpu_benchmark(torch.autograd.grad, out, (q, k, v), dout, retain_graph=True, bytes=nbytes, flops=flops)
-    _, *expected = fa.reference_grads(q, k, v, dout, causal)
+    expected = _reference(dtype, causal, shape, device, "bwd")
     for name, got, exp in zip(("dq", "dk", "dv"), grads, expected):
         gpu_assert_close(got, exp, name=name, **fa.tolerance(exp, q.dtype))  # rms-scaled atol: see module
 
