@@ -558,7 +558,7 @@ def test_sim_the_phases_of_a_measurement_add_up_to_its_wall_time(sim, monkeypatc
     _clock_reads(sim, monkeypatch, [ClockState(1980, [], 1980)])
     began = sim.clock.now_ms
     m = _run(sim, sim.kernel(0.25, host_ms=0.01))
-    assert set(m.phases) == {"warm-up", "calibration", "settling", "samples"}
+    assert set(m.phases) == {"warm-up", "calibration", "samples"}  # no settling batch: not capped
     assert sum(m.phases.values()) == pytest.approx((sim.clock.now_ms - began) / 1e3, rel=1e-3)
     # the first clock reading is at the maximum: the warm-up ends there, short of the config's 0.05 s
     assert m.phases["samples"] > 0 and timing.WARMUP_STEP_S <= m.phases["warm-up"] < 0.05
@@ -717,16 +717,22 @@ def test_sim_a_long_call_that_cannot_be_captured_is_timed_with_events(sim) -> No
     assert m.median_ms == pytest.approx(1.03, rel=0.02) and m.stats.noise < 0.02
 
 
-def test_sim_the_first_batch_of_samples_settles_the_device_and_is_not_counted(sim) -> None:
+@pytest.mark.parametrize("capped", [True, False])
+def test_sim_the_first_batch_of_a_capped_call_settles_the_device_and_is_not_counted(sim, monkeypatch, capped) -> None:
+    """A call the power cap holds (`loaded`) runs its first batch as a settling batch, dropped; any other
+    call's first batch counts (its first batch read as its others on an H200: measurement-evidence.md)."""
     from pytest_gpuperf.measure import cuda_timer as timing
+    from pytest_gpuperf.measure.device import ClockState
 
+    _clock_reads(sim, monkeypatch, [ClockState(1400 if capped else 1965, ["sw_power_cap"] if capped else [], 1980)],
+                 read_ms=0.0)
     state = {"sampling": False, "batches": 0}
 
     def fn() -> None:  # twice as slow in the first batch of the sampling phase, as a device settling
-        sim.launch(0.5 if state["sampling"] and state["batches"] == 0 else 0.25)
+        sim.launch(0.5 if capped and state["sampling"] and state["batches"] == 0 else 0.25)
 
     timer = timing.CudaTimer(fn, TimingConfig(budget_s=0.15, warmup_s=0.05, batch_s=0.01), (), None,
-                              torch=sim.torch)
+                             torch=sim.torch)
     batch, sample = timer._batch, timer._sample
 
     def counted_batch(*args, **kwargs):
@@ -740,7 +746,8 @@ def test_sim_the_first_batch_of_samples_settles_the_device_and_is_not_counted(si
 
     timer._batch, timer._sample = counted_batch, sampling
     m = timer.run()
-    assert state["batches"] == len(m.batch_medians) + 1
+    assert m.loaded is capped and ("settling" in m.phases) is capped
+    assert state["batches"] == len(m.batch_medians) + capped
     assert m.stats.max_ms < 0.3 and m.median_ms == pytest.approx(0.25, rel=0.05)
 
 

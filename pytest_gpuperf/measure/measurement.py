@@ -19,7 +19,7 @@ class TimingConfig:
     precision: float = 0.005  # stop once the median's 95% CI half-width is within this fraction
     budget_s: float = 1.0  # stop sampling after this much wall time (warm-up not included)
     # Keep calling after the first call for this long: it only has to raise the clock before
-    # calibration (an uncounted settling batch precedes the samples).
+    # calibration (a call the power cap holds gets a longer warm-up and an uncounted settling batch).
     warmup_s: float = 0.05
     min_samples: int = 10
     # Batch medians needed before their spread is trusted: fewer would do for the median, but the
