@@ -82,8 +82,7 @@ class Tiles:
     M tiles), ``consumers`` warpgroups (``CONSUMER_COUNTS``), ``block_n`` keys per K/V tile,
     ``stages`` ring slots, FA3 ping-pong, and the registers per thread that setmaxnreg gives each
     consumer and the loader; ``launch_regs``: the kernel's register bound at launch (``maxnreg``),
-    low enough for two programs an SM where the tiles leave room; ``exp2_split`` (0, 4 or 8): one
-    exponential in that many computed on the FMA units (``_exp2``). ``forward`` without one runs
+    low enough for two programs an SM where the tiles leave room. ``forward`` without one runs
     ``default_tiles``."""
     block_m: int
     consumers: int
@@ -93,7 +92,6 @@ class Tiles:
     consumer_regs: int
     loader_regs: int
     launch_regs: int | None = None
-    exp2_split: int = 0
 
     @property
     def rows(self) -> int:
@@ -184,46 +182,8 @@ def _loader(q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_block
         tma.async_copy_global_to_shared(v_desc, [row, 0], v_ready.index(stage), v_smem.index(stage))
 
 
-
-def _mixed_exp2_asm(pack: int) -> str:
-    """PTX for exp2 of `pack` float32 values: the first pack - 1 by the MUFU unit (ex2.approx), the
-    last by a cubic on the FMA and integer units (FlashAttention-4's split; relative error 8e-5,
-    inputs <= 0 clamped at -126), so that the exponentials of D64 tiles queue less on the MUFU."""
-    mufu = "".join(f"ex2.approx.ftz.f32 ${i}, ${pack + i};\n" for i in range(pack - 1))
-    last, arg = pack - 1, 2 * pack - 1
-    return ("{\n.reg .f32 x, t, r, f, p;\n.reg .b32 j, pb;\n" + mufu +
-            f"max.ftz.f32 x, ${arg}, 0fC2FC0000;\n"      # -126: 2^x stays a normal float
-            "add.rn.ftz.f32 t, x, 0f4B400000;\n"          # 1.5 * 2^23: round(x) in t's low bits
-            "sub.rn.ftz.f32 r, t, 0f4B400000;\n"
-            "sub.rn.ftz.f32 f, x, r;\n"                   # f in [-0.5, 0.5]
-            "fma.rn.ftz.f32 p, f, 0f3D61A4AC, 0f3E786D32;\n"
-            "fma.rn.ftz.f32 p, p, f, 0f3F317A8D;\n"
-            "fma.rn.ftz.f32 p, p, f, 0f3F7FFB58;\n"
-            "mov.b32 j, t;\nsub.s32 j, j, 0x4B400000;\nshl.b32 j, j, 23;\n"
-            f"mov.b32 pb, p;\nadd.s32 pb, pb, j;\nmov.b32 ${last}, pb;\n}}")
-
-
-#: exp2 split between the MUFU and the FMA units, one value in EXP2_PACK[k] emulated (Tiles.exp2_split)
-EXP2_ASM = {pack: _mixed_exp2_asm(pack) for pack in (4, 8)}
-EXP2_ASM4 = gl.constexpr(EXP2_ASM[4])
-EXP2_ASM8 = gl.constexpr(EXP2_ASM[8])
-EXP2_CONSTRAINTS4 = gl.constexpr(",".join(["=f"] * 4 + ["f"] * 4))
-EXP2_CONSTRAINTS8 = gl.constexpr(",".join(["=f"] * 8 + ["f"] * 8))
-
-
 @gluon.jit
-def _exp2(x, SPLIT: gl.constexpr):
-    """exp2(x); SPLIT 4 or 8: one value in SPLIT computed on the FMA units (_mixed_exp2_asm)."""
-    if SPLIT == 4:
-        return gl.inline_asm_elementwise(EXP2_ASM4, EXP2_CONSTRAINTS4, [x], dtype=gl.float32, is_pure=True, pack=4)
-    elif SPLIT == 8:
-        return gl.inline_asm_elementwise(EXP2_ASM8, EXP2_CONSTRAINTS8, [x], dtype=gl.float32, is_pure=True, pack=8)
-    else:
-        return gl.exp2(x)
-
-
-@gluon.jit
-def _softmax(s, m_i, l_i, qk_scale, q_pos, k_pos, MASK: gl.constexpr, SPLIT: gl.constexpr):
+def _softmax(s, m_i, l_i, qk_scale, q_pos, k_pos, MASK: gl.constexpr):
     """Online softmax of one S tile: (P in float32, new max, new sum, alpha)."""
     BLOCK_M: gl.constexpr = s.shape[0]
     BLOCK_N: gl.constexpr = s.shape[1]
@@ -237,7 +197,7 @@ def _softmax(s, m_i, l_i, qk_scale, q_pos, k_pos, MASK: gl.constexpr, SPLIT: gl.
         # the scale folded into the exponent: one FMA per score
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         s = s * qk_scale - m_new[:, None]
-    p = _exp2(s, SPLIT)
+    p = gl.exp2(s)
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, m_new, l_i, alpha
@@ -263,7 +223,7 @@ def _pass_turn(sched, PINGPONG: gl.constexpr):
 
 @gluon.jit
 def _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, MASK: gl.constexpr, PINGPONG: gl.constexpr,
-          s_layout: gl.constexpr, o_layout: gl.constexpr, SPLIT: gl.constexpr):
+          s_layout: gl.constexpr, o_layout: gl.constexpr):
     """Key block j: S_j = Q K_j^T, then O += P_{j-1} V_{j-1} while the softmax of S_j runs."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     BLOCK_M: gl.constexpr = q_smem.shape[0]
@@ -283,7 +243,7 @@ def _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, MASK: gl.cons
     # groups complete in order: at most one outstanding means S_j is done, P V may still run
     s = warpgroup_mma_wait(1, deps=(s, ))
     mbarrier.arrive(k_empty.index(stage), count=1)
-    p_new, m_new, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, j * BLOCK_N, MASK, SPLIT)
+    p_new, m_new, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, j * BLOCK_N, MASK)
     # The exponentials (float32, in S's registers) go through the wait so that the PTX computes them
     # while P V runs (ptxas may still hoist the wait: module doc); only the cast into P's registers,
     # which that MMA still reads, must follow it.
@@ -296,8 +256,7 @@ def _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, MASK: gl.cons
 
 @gluon.jit
 def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N,
-              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr,
-              SPLIT: gl.constexpr):
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr):
     """BLOCK_M query rows (global row q_row, position q_pos in the sequence) over n_blocks key blocks;
     ``ring``: the K/V buffers and their barriers, ``sched``: the ping-pong barriers (_take_turn).
     ``ONE_MASKED``: causal tiles where only the program's last key block crosses the diagonal;
@@ -326,7 +285,7 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
     _pass_turn(sched, PINGPONG)
     s = warpgroup_mma_wait(0, deps=(s, ))
     mbarrier.arrive(k_empty.index(0), count=1)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, 0, CAUSAL, SPLIT)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, 0, CAUSAL)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
     # blocks left of the diagonal (all of them when not causal), then those the diagonal crosses
@@ -346,16 +305,16 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
         n_done = gl.minimum((q_pos + BLOCK_M - 1) // BLOCK_N + 1, n_blocks)
     for j in range(1, n_unmasked):
         o, p, m_i, l_i = _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, False, PINGPONG,
-                               s_layout, o_layout, SPLIT)
+                               s_layout, o_layout)
     if CAUSAL:
         if ONE_MASKED:
             if n_blocks > 1:
                 o, p, m_i, l_i = _step(n_blocks - 1, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, True,
-                                       PINGPONG, s_layout, o_layout, SPLIT)
+                                       PINGPONG, s_layout, o_layout)
         else:
             for j in range(n_unmasked, n_done):
                 o, p, m_i, l_i = _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, True, PINGPONG,
-                                       s_layout, o_layout, SPLIT)
+                                       s_layout, o_layout)
 
     last = (n_done - 1) % NUM_STAGES
     v_tile = v_smem.index(last)
@@ -410,7 +369,7 @@ def _epilogue(o, m_i, l_i, q_smem, o_desc, LSE, q_row, lse_row, o_layout: gl.con
 def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: gl.constexpr,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
                     CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMERS: gl.constexpr,
-                    TAIL: gl.constexpr, SPLIT: gl.constexpr):
+                    TAIL: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     ROWS: gl.constexpr = CONSUMERS * BLOCK_M
     # only the last key block crosses the diagonal (ROWS == BLOCK_N, every program whole)
@@ -457,23 +416,23 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: g
     if CONSUMERS == 2:
         gl.warp_specialize([
             (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE,
-                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL, SPLIT)),
+                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
             (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(0), 0), o_desc, LSE,
                          q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, N, CAUSAL,
-                         PINGPONG, ONE_MASKED, TAIL, SPLIT)),
+                         PINGPONG, ONE_MASKED, TAIL)),
             (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.static_assert(CONSUMERS == 3)
         gl.warp_specialize([
             (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE,
-                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL, SPLIT)),
+                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
             (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(2), 0), o_desc, LSE,
                          q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, N, CAUSAL,
-                         PINGPONG, ONE_MASKED, TAIL, SPLIT)),
+                         PINGPONG, ONE_MASKED, TAIL)),
             (_consumer, (q_smem.index(2), q_bars.index(2), ring, (turns.index(2), turns.index(0), 0), o_desc, LSE,
                          q_row + 2 * BLOCK_M, q_pos + 2 * BLOCK_M, lse_row + 2 * BLOCK_M, n_blocks, qk_scale, N,
-                         CAUSAL, PINGPONG, ONE_MASKED, TAIL, SPLIT)),
+                         CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
             (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
@@ -525,7 +484,7 @@ def _constexprs(tiles: Tiles, causal: bool, n: int) -> dict:
     """The kernel's compile-time arguments at sequence length ``n``."""
     return dict(BLOCK_N=tiles.block_n, NUM_STAGES=tiles.stages, CAUSAL=bool(causal), PINGPONG=bool(tiles.pingpong),
                 CONSUMER_REGS=tiles.consumer_regs, LOADER_REGS=tiles.loader_regs, CONSUMERS=tiles.consumers,
-                TAIL=n % tiles.rows != 0, SPLIT=tiles.exp2_split)
+                TAIL=n % tiles.rows != 0)
 
 
 def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool | None = None,
