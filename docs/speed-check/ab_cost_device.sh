@@ -4,6 +4,7 @@
 # A/B outlasts one 600 s device command; ab_cost_gpus.sh runs a quarter on each of four GPUs). A
 # plain run first fills the compile caches, as a CI runner with a cache would have them (WARMED=1:
 # an earlier run did); then the A/B; then the plain run again, warm, which the A/B is compared with.
+# AB_ARGS: more `gpuperf ab` options (e.g. "--budget 2.5x").
 set -uo pipefail
 files=${FILES:-perf_tests}
 unset PYTHONDONTWRITEBYTECODE
