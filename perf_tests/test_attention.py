@@ -95,8 +95,8 @@ def _shared_reference(dtype: str, causal: bool, shape, device: str, direction: s
 
 
 def _reference(dtype: str, causal: bool, shape, device: str, direction: str):
-    """fwd: the output; bwd: (dq, dk, dv), kept where several impls share them (about 4 GiB of
-    float64 on a GPU, freed after the module), else computed for this case alone."""
+    """fwd: the output; bwd: (dq, dk, dv), kept where several impls share them (about 3 GiB of
+    float64 on a GPU: the bfloat16 cases; freed after the module), else computed for this case alone."""
     if _SHARING[(dtype, causal, shape)] > 1:
         return _shared_reference(dtype, causal, shape, str(device), direction)
     return _shared_reference.__wrapped__(dtype, causal, shape, str(device), direction)

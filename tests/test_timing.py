@@ -370,7 +370,7 @@ def test_sim_a_call_the_power_cap_holds_down_is_warmed_longer_and_sampled_in_an_
         assert timing.POWER_CAP_MIN_S <= m.phases["power cap"] < timing.POWER_CAP_WARMUP_S / 2
         assert len(calls) * 0.25e-3 > timing.POWER_CAP_MIN_S  # the calls' GPU seconds
     assert m.median_ms == pytest.approx(0.25, rel=0.05)
-    gaps = len(m.batch_medians) - 1  # between sampled batches (the settling batch absorbs the first)
+    gaps = len(m.batch_medians) - 1  # between sampled batches (a loaded call's settling batch absorbs the first)
     between = sum(idle[1:])
     assert between < 0.01 * gaps if unbroken else between >= 0.99 * gaps  # else each waits 1 ms for the host
 
@@ -511,6 +511,7 @@ def test_sim_a_cap_that_engages_while_a_call_is_sampled_unbroken_restarts_it_loa
     m = _run(sim, sim.kernel(0.25, host_ms=0.01))
     assert m.loaded and m.sm_clock_mhz == 1400  # the readings of the dropped batches went with them
     assert len(m.batch_medians) >= 5 and m.median_ms == pytest.approx(0.25, rel=0.05)
+    assert m.phases["restart"] > 0 and m.phases["settling"] > 0  # samples dropped, then a settling batch
 
 
 def test_sim_a_call_the_power_cap_holds_down_only_while_sampled_starts_its_samples_again(sim, monkeypatch) -> None:
@@ -525,6 +526,7 @@ def test_sim_a_call_the_power_cap_holds_down_only_while_sampled_starts_its_sampl
     assert m.sm_clock_mhz == 1400  # the readings of the dropped batches went with them
     assert len(m.batch_medians) >= 5 and m.median_ms == pytest.approx(0.25, rel=0.05)
     assert m.phases["restart"] > 0 and m.phases["power cap"] >= 0.25  # the dropped samples, the longer warm-up
+    assert m.phases["settling"] > 0  # not loaded at first: its only settling batch follows the restart
 
 
 def test_sim_the_samples_start_again_at_most_once(sim, monkeypatch) -> None:

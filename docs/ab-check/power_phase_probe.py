@@ -123,7 +123,7 @@ for i in range(RUNS):
     ws, we, ss, se = (p[k] - t0 for k in ("warmup start", "warmup end", "sample start", "sample end"))
     print(f"run {i + 1:2} median {m.median_ms * 1e3:7.2f} us clock {m.sm_clock_mhz} | warm-up {ws:6.2f}-{we:6.2f} "
           f"sampling {ss:6.2f}-{se:6.2f} end {end - t0:6.2f} s | throttle {m.throttle} loaded {m.loaded}")
-    sampled = batches[-len(m.batch_medians) - 1:]  # and the settling batch
+    sampled = batches[-len(m.batch_medians) - m.loaded:]  # and a loaded call's settling batch
     busy = sum(n + fill for n, fill in sampled) * m.median_ms / 1e3
     print(f"   sampling: {len(sampled)} batches, {sum(n for n, _ in sampled)} samples and "
           f"{sum(f for _, f in sampled)} untimed calls, device busy ~{busy / (se - ss):.0%} of {se - ss:.2f} s")

@@ -1,10 +1,17 @@
-"""A pytest plugin for the speed checks: the settling batch and the sample batches of every measurement
-(`CudaTimer._sample`), one JSON line each, appended to $GPUPERF_SETTLE_TRACE: the test, whether the
-call was `loaded`, and per batch its phase, sample count, median and 51 quantiles (ms per call, as
-the samples are stored). Load it with `PYTHONPATH=docs/speed-check pytest -p settle_trace ...`;
+"""A pytest plugin for the speed checks: the batches of every measurement (`CudaTimer._sample`), one JSON
+line each, appended to $GPUPERF_SETTLE_TRACE: the test, whether the call was `loaded` and sampled
+`unbroken`, and per batch its phase, sample count, median and 51 quantiles (ms per call, as the samples
+are stored). Load it with `PYTHONPATH=docs/speed-check pytest -p settle_trace ...`;
 `python settle_trace.py TRACE...` says how far each settling batch lay from the samples that followed
 it, and replays the stop rule with the settling batch counted as the first sample batch: the batches
-it saves, and how far that moves each median and its interval."""
+it saves, and how far that moves each median and its interval.
+
+Since commit e9bf132 only `loaded` calls run a settling batch, so a trace of later code replays those
+alone. Left out: measurements that restarted, that dropped a batch for the host, or that kept fewer
+than three batches. Where the stop rule never reaches the precision on the recorded batches, the
+replay takes it that the time budget ended the measurement, one batch short of what it had: a run
+that had stopped on the precision would have sampled further, so for such calls "batches fewer" and
+"intervals wider than the precision" are estimates."""
 from __future__ import annotations
 
 import json
@@ -51,7 +58,8 @@ def pytest_configure(config) -> None:
         overhead = self._timer_overhead_ms(flush)
         batches = [{"phase": phase, **_sketch([max((t - overhead - gap_ms) / divisor, 0.0) for t in raw])}
                    for phase, raw in log if raw]
-        line = {"node": _state["node"], "loaded": bool(self.loaded), "kept": medians, "batches": batches}
+        line = {"node": _state["node"], "loaded": bool(self.loaded), "unbroken": bool(self.unbroken), "kept": medians,
+                "batches": batches}
         with open(_PATH, "a") as out:
             out.write(json.dumps(line) + "\n")
         return samples, medians
@@ -101,7 +109,7 @@ def main(paths: list[str], precision: float = 0.005, min_batches: int = 5) -> No
     rows = []
     for m in _measurements(paths):
         settle, kept = m["batches"][0], m["batches"][1:]
-        if len(kept) < 2:
+        if len(kept) < 3:  # the interval needs three batch medians
             continue
         now = _pooled_median(kept)
         medians = [b["median"] for b in kept]

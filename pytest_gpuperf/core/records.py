@@ -44,7 +44,7 @@ class Phase(enum.Enum):
     WARMUP = "warm-up"
     POWER_CAP = "power cap"  # the longer warm-up of a call the cap holds down
     CALIBRATION = "calibration"  # what no other phase claims: pending work, peak memory, frame, capture
-    SETTLING = "settling"  # the uncounted batch ahead of the samples
+    SETTLING = "settling"  # the uncounted batch ahead of a loaded call's samples, or after a restart
     SAMPLES = "samples"  # batches of samples, the host's reading of them included
     RESTART = "restart"  # samples dropped when the cap engaged while sampling
 

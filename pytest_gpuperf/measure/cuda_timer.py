@@ -383,7 +383,7 @@ class CudaTimer:
                     self.clocks.clear()  # read before the cap held the clock
                     self._batch_done = None
                     with self.phases(Phase.SETTLING):
-                        next_batch()  # settling, as at the start
+                        next_batch()  # the cap engaged: a settling batch, as a loaded call's
                     samples, batch_medians, started = [], [], time.perf_counter()
         self.warnings.extend(pace.warnings)
         return samples, batch_medians
