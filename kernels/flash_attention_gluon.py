@@ -82,9 +82,8 @@ class Tiles:
     M tiles), ``consumers`` warpgroups (``CONSUMER_COUNTS``), ``block_n`` keys per K/V tile,
     ``stages`` ring slots, FA3 ping-pong, and the registers per thread that setmaxnreg gives each
     consumer and the loader; ``launch_regs``: the kernel's register bound at launch (``maxnreg``),
-    low enough for two programs an SM where the tiles leave room; ``skip_past_n``: a consumer of the
-    last program whose rows lie past N reads no key block (off: it computes them all, as before).
-    ``forward`` without one runs ``default_tiles``."""
+    low enough for two programs an SM where the tiles leave room. ``forward`` without one runs
+    ``default_tiles``."""
     block_m: int
     consumers: int
     block_n: int
@@ -93,7 +92,6 @@ class Tiles:
     consumer_regs: int
     loader_regs: int
     launch_regs: int | None = None
-    skip_past_n: bool = True
 
     @property
     def rows(self) -> int:
@@ -258,26 +256,7 @@ def _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, MASK: gl.cons
 
 @gluon.jit
 def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N,
-              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr,
-              SKIP_PAST_N: gl.constexpr):
-    """One consumer warpgroup (_attend). In the last program of a ``TAIL`` launch, a consumer whose
-    rows all lie past N passes every key block on unread (``SKIP_PAST_N``; with ping-pong it keeps its
-    turns and computes them)."""
-    if TAIL and SKIP_PAST_N and not PINGPONG:
-        if q_pos < N:
-            _attend(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL,
-                    PINGPONG, ONE_MASKED, TAIL)
-        else:
-            for j in range(n_blocks):
-                _pass_block(j, ring)
-    else:
-        _attend(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL,
-                PINGPONG, ONE_MASKED, TAIL)
-
-
-@gluon.jit
-def _attend(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N,
-            CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr):
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr):
     """BLOCK_M query rows (global row q_row, position q_pos in the sequence) over n_blocks key blocks;
     ``ring``: the K/V buffers and their barriers, ``sched``: the ping-pong barriers (_take_turn).
     ``ONE_MASKED``: causal tiles where only the program's last key block crosses the diagonal;
@@ -390,7 +369,7 @@ def _epilogue(o, m_i, l_i, q_smem, o_desc, LSE, q_row, lse_row, o_layout: gl.con
 def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: gl.constexpr,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
                     CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMERS: gl.constexpr,
-                    TAIL: gl.constexpr, SKIP_PAST_N: gl.constexpr):
+                    TAIL: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     ROWS: gl.constexpr = CONSUMERS * BLOCK_M
     # only the last key block crosses the diagonal (ROWS == BLOCK_N, every program whole)
@@ -437,23 +416,23 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: g
     if CONSUMERS == 2:
         gl.warp_specialize([
             (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE,
-                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL, SKIP_PAST_N)),
+                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
             (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(0), 0), o_desc, LSE,
                          q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, N, CAUSAL,
-                         PINGPONG, ONE_MASKED, TAIL, SKIP_PAST_N)),
+                         PINGPONG, ONE_MASKED, TAIL)),
             (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.static_assert(CONSUMERS == 3)
         gl.warp_specialize([
             (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE,
-                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL, SKIP_PAST_N)),
+                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
             (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(2), 0), o_desc, LSE,
                          q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, N, CAUSAL,
-                         PINGPONG, ONE_MASKED, TAIL, SKIP_PAST_N)),
+                         PINGPONG, ONE_MASKED, TAIL)),
             (_consumer, (q_smem.index(2), q_bars.index(2), ring, (turns.index(2), turns.index(0), 0), o_desc, LSE,
                          q_row + 2 * BLOCK_M, q_pos + 2 * BLOCK_M, lse_row + 2 * BLOCK_M, n_blocks, qk_scale, N,
-                         CAUSAL, PINGPONG, ONE_MASKED, TAIL, SKIP_PAST_N)),
+                         CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
             (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
@@ -505,7 +484,7 @@ def _constexprs(tiles: Tiles, causal: bool, n: int) -> dict:
     """The kernel's compile-time arguments at sequence length ``n``."""
     return dict(BLOCK_N=tiles.block_n, NUM_STAGES=tiles.stages, CAUSAL=bool(causal), PINGPONG=bool(tiles.pingpong),
                 CONSUMER_REGS=tiles.consumer_regs, LOADER_REGS=tiles.loader_regs, CONSUMERS=tiles.consumers,
-                TAIL=n % tiles.rows != 0, SKIP_PAST_N=tiles.skip_past_n)
+                TAIL=n % tiles.rows != 0)
 
 
 def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool | None = None,
