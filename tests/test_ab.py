@@ -216,6 +216,28 @@ def test_a_budget_is_a_multiple_of_a_plain_run_or_a_time(text, limit_s, said) ->
     assert budget.limit_s(40.0) == limit_s and str(budget) == said
 
 
+def _results(costs: dict, told: bool = True) -> dict:
+    """Results of one process: each test's measuring time `wall_s` and, where `told`, its whole cost."""
+    return {k: result({"nodeid": k, "wall_s": s / 2, "test_s": s if told else None}) for k, s in costs.items()}
+
+
+def test_the_first_later_round_is_planned_with_what_round_1_cost_beyond_its_tests() -> None:
+    """Round 1's processes (50 s each) spent 46 and 45 s in their tests: a later process is taken to cost
+    the larger 5 s beyond them (not LATER_PROCESS_S), so 7 of the 1 s unsure tests fit in the 25 s that
+    2.5x leaves. Results that do not say what each test cost in all leave the constant: none fits."""
+    tests = {f"t::u{i}": 1.0 for i in range(12)}
+    base_round = _results({"t::rest": 34.0}) | _results(tests)
+    head_round = _results({"t::rest": 33.0}) | _results(tests)
+    spent = ab_budget.Spent.of([([50.0], [base_round]), ([50.0], [head_round])])
+    assert spent.first_beyond_s == (4.0, 5.0) and spent.later_s == ()
+    kept, dropped, said = ab_budget.next_round(Budget.parse("2.5x"), spent, sorted(tests), set(), tests)
+    assert len(kept) == 7 and len(dropped) == 5 and said.endswith("has 25 s left")  # 2 x (5 + 7 x 1) = 24
+    untold = ab_budget.Spent.of([([50.0], [_results({"t::rest": 34.0} | tests, told=False)]),
+                                 ([50.0], [_results({"t::rest": 33.0} | tests, told=False)])])
+    assert untold.first_beyond_s is None
+    assert ab_budget.next_round(Budget.parse("2.5x"), untold, sorted(tests), set(), tests)[0] == []
+
+
 def test_a_round_within_budget_keeps_changes_and_adds_the_cheapest_unsure_tests() -> None:
     cost = {"t::a": 5.0, "t::b": 1.0, "t::c": 2.0, "t::slow": 30.0}
     # two processes of 10 s each, the change's 30 s twice: 80 s; 20 s left for b and c (6 s), not a (10 s)

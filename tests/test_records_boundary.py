@@ -124,7 +124,7 @@ def test_the_boundary_list_names_functions_that_exist() -> None:
 PLAIN_KEYS = ("nodeid name param group median_ms mean_ms min_ms max_ms stddev_ms q1_ms q3_ms noise ci_ms samples data "
               "gbps tflops pct_of_peak bytes flops bound peak above_peak peak_memory_bytes method calls_per_sample "
               "cache timing node_gap_ms sm_clock_mhz throttle loaded slow_replay_us counters warnings wall_s "
-              "measured_s phases remeasured first_call_s history threshold baseline").split()
+              "measured_s phases test_s remeasured first_call_s history threshold baseline").split()
 JUDGED_KEYS = "verdict memory_verdict change memory_change noise_bound fixed_bound detects message counter_verdict regression".split()
 
 

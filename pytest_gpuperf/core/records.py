@@ -232,6 +232,9 @@ class Result:
     wall_s: float = field(default=0.0, metadata=_json(26))
     measured_s: float = field(default=0.0, metadata=_json(27))
     phases: dict[str, float] | None = field(default=None, metadata=_json(37))  # Phase value -> wall seconds
+    # the test's setup, call and teardown (its measurements and its own work), from pytest's reports;
+    # set as the session writes its results
+    test_s: float | None = field(default=None, metadata=_json(38))
     # set once the gate has run
     remeasured: int = field(default=0, metadata=_json(24))
     first_call_s: float = field(default=0.0, metadata=_json(28))

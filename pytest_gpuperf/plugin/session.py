@@ -403,6 +403,8 @@ class GpuPerf:
         from ..store.results import write_json
 
         records = list(self.results.values())
+        for record in records:  # what each test cost in all: `gpuperf ab --budget` plans its rounds with it
+            record["test_s"] = self.timeline.test_s.get(record["nodeid"])
         results = [Result.from_dict(r) for r in records]
         s = self.settings
         sw = dict(software_versions())
