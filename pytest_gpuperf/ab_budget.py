@@ -13,10 +13,9 @@ from .core.records import Result
 from .core.units import plural
 from .core.verdict import Verdict
 
-#: Seconds a later round's pytest process is taken to cost beyond its tests until one has run, where
-#: round 1's results do not say what each test cost in all (`Result.test_s`, results of an older
-#: pytest-gpuperf): what the bundled suite's later processes cost on an H200 (docs/gate.md). A plain
-#: run shorter than that is taken instead.
+#: Seconds a later round's pytest process is taken to cost beyond its tests until one has run, at most:
+#: what the bundled suite's later processes cost on an H200 (docs/gate.md). Less where a plain run, or
+#: what round 1's processes cost beyond their tests, is less (`Spent.first_beyond_s`).
 LATER_PROCESS_S = 12.0
 #: A round is one process a side.
 PROCESSES_PER_ROUND = 2
@@ -55,7 +54,8 @@ class Spent:
     """What an A/B's processes on one GPU took so far: round 1's two (each a plain run of the tests),
     what each later one cost beyond its tests (`process_cost_s`), and all of them together;
     `first_beyond_s`: what round 1's cost beyond their tests, where their results say what each test
-    cost in all (None otherwise: the tests' own work would count as the process's)."""
+    cost in all and the tests ran one at a time (None otherwise: the tests' own work, or the time
+    pytest-xdist's workers ran side by side, would count as the process's)."""
 
     first_s: tuple[float, float]
     later_s: tuple[float, ...]
@@ -69,12 +69,13 @@ class Spent:
         later = tuple(process_cost_s(s, measured) for seconds, rounds in sides
                       for s, measured in zip(seconds[1:], rounds[1:]))
         firsts = ((base_s[0], base_rounds[0]), (head_s[0], head_rounds[0]))
-        told = all(r.test_s is not None for _, measured in firsts for r in measured.values())
+        told = all(r.test_s is not None for _, measured in firsts for r in measured.values()) and all(
+            sum(cost_of(r) for r in measured.values()) <= s for s, measured in firsts)
         beyond = tuple(process_cost_s(s, measured) for s, measured in firsts) if told else None
         return cls((base_s[0], head_s[0]), later, sum(sum(seconds) for seconds, _ in sides), beyond)
 
 
-def spent_on(result: Result) -> float:
+def cost_of(result: Result) -> float:
     """What a test cost its process: its setup, call and teardown where the results say (`test_s`),
     else its measuring time."""
     return result.test_s if result.test_s is not None else (result.wall_s or 0.0)
@@ -83,13 +84,13 @@ def spent_on(result: Result) -> float:
 def process_cost_s(process_s: float, records: Mapping[str, Result]) -> float:
     """What a pytest process cost beyond its tests: start-up, collection, exit, and where the results
     do not say what each test cost in all, the tests' own work too (never below zero)."""
-    return max(process_s - sum(spent_on(r) for r in records.values()), 0.0)
+    return max(process_s - sum(cost_of(r) for r in records.values()), 0.0)
 
 
 def latest_cost_s(test: str, rounds_by_side: Sequence[Sequence[Mapping[str, Result]]]) -> float:
-    """A test's cost (`spent_on`) in the latest round of each side that measured it, the longer of
+    """A test's cost (`cost_of`) in the latest round of each side that measured it, the longer of
     the two."""
-    latest = [next((spent_on(r[test]) for r in reversed(rounds) if test in r), 0.0) for rounds in rounds_by_side]
+    latest = [next((cost_of(r[test]) for r in reversed(rounds) if test in r), 0.0) for rounds in rounds_by_side]
     return max(latest, default=0.0)
 
 
@@ -116,19 +117,17 @@ def within(select: Sequence[str], required: set[str], left_s: float, fixed_s: fl
 def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: set[str],
                cost_s: Mapping[str, float]) -> tuple[list[str], list[str], str | None]:
     """(the tests the next round measures within `budget`, those it leaves out, a line saying so or
-    None). Each process is taken to cost what the costliest later one so far cost beyond its tests;
-    before one has run, what round 1's cost beyond theirs (start-up and collection of all the tests:
-    no less than a later one's), or where their results do not say, LATER_PROCESS_S or a plain run
-    where that is shorter. `within` picks."""
+    None). Each process is taken to cost what the costliest later one so far cost beyond its tests.
+    Before one has run: LATER_PROCESS_S, or less where a plain run or the cheaper of round 1's
+    processes beyond its tests is less (round 1 may also have paid a cold compile cache, the node
+    gap's measurement or a counting pass, which a later process does not). `within` picks."""
     plain_s = statistics.mean(spent.first_s)
     limit_s = budget.limit_s(plain_s)
     left_s = limit_s - spent.total_s
     if spent.later_s:
         fixed_s = max(spent.later_s)
-    elif spent.first_beyond_s is not None:
-        fixed_s = max(spent.first_beyond_s)
     else:
-        fixed_s = min(LATER_PROCESS_S, plain_s)
+        fixed_s = min(LATER_PROCESS_S, plain_s, *(spent.first_beyond_s or ()))
     kept, dropped = within(select, required, left_s, fixed_s, cost_s)
     if not dropped:
         return kept, dropped, None

@@ -223,7 +223,7 @@ def _results(costs: dict, told: bool = True) -> dict:
 
 def test_the_first_later_round_is_planned_with_what_round_1_cost_beyond_its_tests() -> None:
     """Round 1's processes (50 s each) spent 46 and 45 s in their tests: a later process is taken to cost
-    the larger 5 s beyond them (not LATER_PROCESS_S), so 7 of the 1 s unsure tests fit in the 25 s that
+    the cheaper 4 s beyond them (not LATER_PROCESS_S), so 8 of the 1 s unsure tests fit in the 25 s that
     2.5x leaves. Results that do not say what each test cost in all leave the constant: none fits."""
     tests = {f"t::u{i}": 1.0 for i in range(12)}
     base_round = _results({"t::rest": 34.0}) | _results(tests)
@@ -231,11 +231,26 @@ def test_the_first_later_round_is_planned_with_what_round_1_cost_beyond_its_test
     spent = ab_budget.Spent.of([([50.0], [base_round]), ([50.0], [head_round])])
     assert spent.first_beyond_s == (4.0, 5.0) and spent.later_s == ()
     kept, dropped, said = ab_budget.next_round(Budget.parse("2.5x"), spent, sorted(tests), set(), tests)
-    assert len(kept) == 7 and len(dropped) == 5 and said.endswith("has 25 s left")  # 2 x (5 + 7 x 1) = 24
+    assert len(kept) == 8 and len(dropped) == 4 and said.endswith("has 25 s left")  # 2 x (4 + 8 x 1) = 24
     untold = ab_budget.Spent.of([([50.0], [_results({"t::rest": 34.0} | tests, told=False)]),
                                  ([50.0], [_results({"t::rest": 33.0} | tests, told=False)])])
     assert untold.first_beyond_s is None
     assert ab_budget.next_round(Budget.parse("2.5x"), untold, sorted(tests), set(), tests)[0] == []
+
+
+def test_round_1_beyond_its_tests_never_raises_a_later_process_above_the_constant() -> None:
+    """Round 1 can pay what a later process does not (the node gap's first measurement: 15 s here), and
+    tests timed side by side (pytest-xdist in the pytest arguments) add up to more than the process: the
+    plan then takes LATER_PROCESS_S, not 20 s, and not 0 s."""
+    tests = {f"t::u{i}": 1.0 for i in range(12)}
+    slow_start = ab_budget.Spent.of([([50.0], [_results({"t::rest": 18.0} | tests)]),
+                                     ([50.0], [_results({"t::rest": 20.0} | tests)])])
+    assert slow_start.first_beyond_s == (20.0, 18.0)
+    side_by_side = ab_budget.Spent.of([([50.0], [_results({"t::rest": 70.0} | tests)]),
+                                       ([50.0], [_results({"t::rest": 33.0} | tests)])])
+    assert side_by_side.first_beyond_s is None
+    for spent in (slow_start, side_by_side):  # 2 x (12 + 0 x 1) = 24 of the 25 s left: no unsure test fits
+        assert ab_budget.next_round(Budget.parse("2.5x"), spent, sorted(tests), set(), tests)[0] == []
 
 
 def test_a_round_within_budget_keeps_changes_and_adds_the_cheapest_unsure_tests() -> None:

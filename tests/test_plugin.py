@@ -115,6 +115,16 @@ def test_cpu_timing_under_xdist_warns_that_workers_share_cores(suite) -> None:
     assert "shared cores" not in suite.runpytest("--gpuperf", "-n", "1", "-W", "always", *FAST).stdout.str()
 
 
+@pytest.mark.skipif(has_cuda(), reason="CPU timing under xdist: one worker per GPU on a GPU host")
+def test_each_result_says_what_its_test_cost_in_all_under_xdist_too(suite) -> None:
+    """`test_s`: the test's setup, call and teardown, from the workers' reports that reach the
+    controller, which writes the results (gpuperf ab --budget plans its rounds with it)."""
+    result = suite.runpytest("--gpuperf", "-n", "2", "--gpuperf-json=r.json", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    infos = [b["extra_info"] for b in json.loads((suite.path / "r.json").read_text())["benchmarks"]]
+    assert infos and all(info["test_s"] >= info["wall_s"] > 0 for info in infos)
+
+
 @pytest.mark.parametrize("workers", [["-n", "2"], ["--tx", "2*popen", "--dist", "load"]])
 def test_more_xdist_workers_than_gpus_are_refused_before_any_worker_starts(suite, monkeypatch, workers) -> None:
     """A one-GPU machine (the controller's GPU count, simulated): the refusal comes from the
