@@ -69,10 +69,9 @@ class Spent:
         later = tuple(process_cost_s(s, measured) for seconds, rounds in sides
                       for s, measured in zip(seconds[1:], rounds[1:]))
         firsts = ((base_s[0], base_rounds[0]), (head_s[0], head_rounds[0]))
-        told = all(r.test_s is not None for _, measured in firsts for r in measured.values()) and all(
-            sum(cost_of(r) for r in measured.values()) <= s for s, measured in firsts)
-        beyond = tuple(process_cost_s(s, measured) for s, measured in firsts) if told else None
-        return cls((base_s[0], head_s[0]), later, sum(sum(seconds) for seconds, _ in sides), beyond)
+        left = tuple(s - sum(cost_of(r) for r in measured.values()) for s, measured in firsts)
+        told = all(r.test_s is not None for _, measured in firsts for r in measured.values()) and min(left) >= 0
+        return cls((base_s[0], head_s[0]), later, sum(sum(seconds) for seconds, _ in sides), left if told else None)
 
 
 def cost_of(result: Result) -> float:
