@@ -30,7 +30,8 @@ a tile never crosses a head.
 ``forward(..., tiles=Tiles(...))`` runs another launch configuration, for sweeps
 (docs/kernels/gluon_fwd_sweep.py): 2 or 3 consumers, 64 or 128 rows each, other key tiles, stages,
 ping-pong and register splits; N then needs only be a multiple of the key tile and of a consumer's
-rows (consumers of the last program past N store nothing).
+rows (the consumers of the one ragged program whose rows lie outside the sequence load and
+compute nothing: ``Tiles.skip_idle``).
 """
 from __future__ import annotations
 
@@ -82,8 +83,11 @@ class Tiles:
     M tiles), ``consumers`` warpgroups (``CONSUMER_COUNTS``), ``block_n`` keys per K/V tile,
     ``stages`` ring slots, FA3 ping-pong, and the registers per thread that setmaxnreg gives each
     consumer and the loader; ``launch_regs``: the kernel's register bound at launch (``maxnreg``),
-    low enough for two programs an SM where the tiles leave room. ``forward`` without one runs
-    ``default_tiles``."""
+    low enough for two programs an SM where the tiles leave room; ``skip_idle``: where the tiles' rows
+    do not divide N, the consumers of the one ragged program whose rows lie outside the sequence load
+    and read nothing, and a causal launch places that program at the sequence's start (rows before 0,
+    one key block) rather than its end (the most key blocks); off, it runs at the end and its idle
+    consumers compute every block. ``forward`` without one runs ``default_tiles``."""
     block_m: int
     consumers: int
     block_n: int
@@ -92,6 +96,7 @@ class Tiles:
     consumer_regs: int
     loader_regs: int
     launch_regs: int | None = None
+    skip_idle: bool = True
 
     @property
     def rows(self) -> int:
@@ -120,8 +125,8 @@ class Tiles:
         return None
 
     def takes(self, n: int) -> bool:
-        """Whether a sequence of ``n`` fits the tiles: whole K/V tiles and whole consumer tiles (the
-        last program's consumers past ``n`` compute and store nothing)."""
+        """Whether a sequence of ``n`` fits the tiles: whole K/V tiles and whole consumer tiles (a
+        ragged program's consumers outside the sequence store nothing)."""
         return n > 0 and n % self.block_n == 0 and n % self.block_m == 0
 
 
@@ -135,10 +140,10 @@ def default_tiles(head_dim: int) -> Tiles:
 #: key loops ran faster there (N 1,024), the Gluon kernel's at N 128 and from 2,048 on.
 SHORT_D64_FROM_N, SHORT_D64_BELOW_N = 256, 2048
 #: D64 from these lengths on, without a mask / causal: three 64-row consumers (FA3's layout for that
-#: head dim), 160 registers each. Measured on an H200 (docs/kernels/flash_attention_gluon.md): without
-#: a mask 1.12-1.18x the two-consumer tiles at N 2,048 to 16,384; causal 1.02-1.05x from N 8,192, level
-#: at 4,096 and 0.96x at 2,048 (its programs of 192 rows hold two masked 128-key blocks).
-D64_WIDE_FROM_N = {False: SHORT_D64_BELOW_N, True: 8192}
+#: head dim), 160 registers each. Measured on an H200 (docs/kernels/flash_attention_gluon.md), with
+#: the ragged program's idle consumers skipped: without a mask 1.14-1.16x the two-consumer tiles at
+#: N 4,096 and 8,192; causal 1.04-1.05x from N 4,096 and 0.97x at 2,048.
+D64_WIDE_FROM_N = {False: SHORT_D64_BELOW_N, True: 4096}
 D64_WIDE_TILES = Tiles(64, 3, 128, 3, False, 160, 24)
 
 
@@ -159,16 +164,20 @@ def wgmma_layout(n):
 
 
 @gluon.jit
-def _loader(q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks):
-    """Q of every consumer, then K_i and V_i for i < n_blocks through the rings."""
+def _loader(q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, q_pos, N, kv_row, n_blocks,
+            SKIP_IDLE: gl.constexpr):
+    """Q of every consumer (``SKIP_IDLE``: of those whose rows lie in the sequence), then K_i and V_i
+    for i < n_blocks through the rings."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     NUM_STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     for c in gl.static_range(CONSUMERS):
-        mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [q_row + c * BLOCK_M, 0], q_bars.index(c), q_smem.index(c))
+        pos = q_pos + c * BLOCK_M
+        if (not SKIP_IDLE) or ((pos >= 0) & (pos < N)):
+            mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [q_row + c * BLOCK_M, 0], q_bars.index(c), q_smem.index(c))
     for i in range(n_blocks):
         stage = i % NUM_STAGES
         # a fresh mbarrier counts its (virtual) previous phase as complete: the first round passes
@@ -190,13 +199,11 @@ def _softmax(s, m_i, l_i, qk_scale, q_pos, k_pos, MASK: gl.constexpr):
     if MASK:
         rows = q_pos + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s.type.layout))
         cols = k_pos + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
-        s = gl.where(rows[:, None] >= cols[None, :], s * qk_scale, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, 1))  # finite: every row keeps key 0 or an earlier max
-        s = s - m_new[:, None]
-    else:
-        # the scale folded into the exponent: one FMA per score
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-        s = s * qk_scale - m_new[:, None]
+        # m_new stays finite: every row keeps key 0 or an earlier max
+        s = gl.where(rows[:, None] >= cols[None, :], s, float("-inf"))
+    # the scale folded into the exponent: one FMA per score
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    s = s * qk_scale - m_new[:, None]
     p = gl.exp2(s)
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
@@ -256,11 +263,30 @@ def _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, MASK: gl.cons
 
 @gluon.jit
 def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N,
-              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr):
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr,
+              SKIP_IDLE: gl.constexpr):
+    """One consumer warpgroup (_attend). In the ragged program of a ``TAIL`` launch, a consumer whose
+    rows lie outside the sequence passes every key block on unread (``SKIP_IDLE``, never with
+    ping-pong, whose turns count every consumer's blocks)."""
+    if TAIL and SKIP_IDLE:
+        if (q_pos >= 0) & (q_pos < N):
+            _attend(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL,
+                    PINGPONG, ONE_MASKED, TAIL)
+        else:
+            for j in range(n_blocks):
+                _pass_block(j, ring)
+    else:
+        _attend(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL,
+                PINGPONG, ONE_MASKED, TAIL)
+
+
+@gluon.jit
+def _attend(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N,
+            CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr):
     """BLOCK_M query rows (global row q_row, position q_pos in the sequence) over n_blocks key blocks;
     ``ring``: the K/V buffers and their barriers, ``sched``: the ping-pong barriers (_take_turn).
     ``ONE_MASKED``: causal tiles where only the program's last key block crosses the diagonal;
-    ``TAIL``: the last program may hold consumers past N, which then store nothing."""
+    ``TAIL``: one program may hold consumers outside the sequence, which then store nothing."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     BLOCK_M: gl.constexpr = q_smem.shape[0]
     HEAD_DIM: gl.constexpr = q_smem.shape[1]
@@ -276,7 +302,7 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
     l_i = gl.zeros([BLOCK_M], gl.float32, row_s)
     o = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
 
-    # key block 0 (masked when causal: it is the diagonal block of the first program)
+    # key block 0
     mbarrier.wait(q_bar, 0)
     mbarrier.wait(k_ready.index(0), 0)
     _take_turn(sched, 0, PINGPONG)
@@ -285,7 +311,14 @@ def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_
     _pass_turn(sched, PINGPONG)
     s = warpgroup_mma_wait(0, deps=(s, ))
     mbarrier.arrive(k_empty.index(0), count=1)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, 0, CAUSAL)
+    if CAUSAL:
+        # block 0 is masked only where the diagonal crosses it
+        if q_pos < BLOCK_N:
+            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, 0, True)
+        else:
+            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, 0, False)
+    else:
+        p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, q_pos, 0, False)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
     # blocks left of the diagonal (all of them when not causal), then those the diagonal crosses
@@ -369,7 +402,7 @@ def _epilogue(o, m_i, l_i, q_smem, o_desc, LSE, q_row, lse_row, o_layout: gl.con
 def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: gl.constexpr,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
                     CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMERS: gl.constexpr,
-                    TAIL: gl.constexpr):
+                    TAIL: gl.constexpr, SKIP_IDLE: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     ROWS: gl.constexpr = CONSUMERS * BLOCK_M
     # only the last key block crosses the diagonal (ROWS == BLOCK_N, every program whole)
@@ -380,6 +413,9 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: g
         # the last query blocks have the most keys: start them first (less tail at the end)
         pid_m = gl.num_programs(0) - 1 - pid_m
     q_pos = pid_m * ROWS
+    if CAUSAL and TAIL and SKIP_IDLE:
+        # the rows end at N, so the ragged program is the first (one key block), not the longest
+        q_pos = q_pos - (gl.num_programs(0) * ROWS - N)
     kv_row = off_hz * N
     q_row = kv_row + q_pos
     if CAUSAL:
@@ -416,24 +452,24 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: g
     if CONSUMERS == 2:
         gl.warp_specialize([
             (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE,
-                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
+                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL, SKIP_IDLE)),
             (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(0), 0), o_desc, LSE,
                          q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, N, CAUSAL,
-                         PINGPONG, ONE_MASKED, TAIL)),
-            (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
+                         PINGPONG, ONE_MASKED, TAIL, SKIP_IDLE)),
+            (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, q_pos, N, kv_row, n_blocks, SKIP_IDLE)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.static_assert(CONSUMERS == 3)
         gl.warp_specialize([
             (_consumer, (q_smem.index(0), q_bars.index(0), ring, (turns.index(0), turns.index(1), 1), o_desc, LSE,
-                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
+                         q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL, PINGPONG, ONE_MASKED, TAIL, SKIP_IDLE)),
             (_consumer, (q_smem.index(1), q_bars.index(1), ring, (turns.index(1), turns.index(2), 0), o_desc, LSE,
                          q_row + BLOCK_M, q_pos + BLOCK_M, lse_row + BLOCK_M, n_blocks, qk_scale, N, CAUSAL,
-                         PINGPONG, ONE_MASKED, TAIL)),
+                         PINGPONG, ONE_MASKED, TAIL, SKIP_IDLE)),
             (_consumer, (q_smem.index(2), q_bars.index(2), ring, (turns.index(2), turns.index(0), 0), o_desc, LSE,
                          q_row + 2 * BLOCK_M, q_pos + 2 * BLOCK_M, lse_row + 2 * BLOCK_M, n_blocks, qk_scale, N,
-                         CAUSAL, PINGPONG, ONE_MASKED, TAIL)),
-            (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, kv_row, n_blocks)),
+                         CAUSAL, PINGPONG, ONE_MASKED, TAIL, SKIP_IDLE)),
+            (_loader, (q_desc, k_desc, v_desc, q_smem, q_bars, ring, q_row, q_pos, N, kv_row, n_blocks, SKIP_IDLE)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
     for c in gl.static_range(CONSUMERS):
@@ -484,7 +520,9 @@ def _constexprs(tiles: Tiles, causal: bool, n: int) -> dict:
     """The kernel's compile-time arguments at sequence length ``n``."""
     return dict(BLOCK_N=tiles.block_n, NUM_STAGES=tiles.stages, CAUSAL=bool(causal), PINGPONG=bool(tiles.pingpong),
                 CONSUMER_REGS=tiles.consumer_regs, LOADER_REGS=tiles.loader_regs, CONSUMERS=tiles.consumers,
-                TAIL=n % tiles.rows != 0)
+                TAIL=n % tiles.rows != 0,
+                # ping-pong's turns count every block of every consumer: its idle consumers compute
+                SKIP_IDLE=tiles.skip_idle and not tiles.pingpong)
 
 
 def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool | None = None,

@@ -361,7 +361,7 @@ for module in (fg, fgb):
         kernel = module.compile_only(head_dim, causal=True)
         assert kernel.asm["cubin"] and "wgmma" in kernel.asm["ptx"]
         shared[f"{module.__name__.rsplit('_', 1)[-1]} {head_dim}"] = kernel.metadata.shared
-# D64's three consumers, causal past N 8,192: masked blocks passed on unread, a TAIL past N
+# D64's three consumers, causal: masked blocks passed on unread, a ragged program's idle consumers skipped
 kernel = fg.compile_only(64, causal=True, tiles=fg.D64_WIDE_TILES)
 shared["gluon 64 wide"] = kernel.metadata.shared
 print("gluon-compiled " + json.dumps({"shared": shared, "limit": fg.SM_SHARED_BYTES}))
@@ -409,18 +409,23 @@ def test_gluon_tiles_and_dispatch():
     assert fa.gluon_kernel(fa.GLUON_BACKWARD, q, q, q, True) is None
 
 
-def test_gluon_three_consumer_causal_tail(gpu_assert_close):
-    """D64's three-consumer tiles, causal, at a length that is not a multiple of their 192 rows (the
-    path D64 causal takes from N 8,192): consumers pass the key blocks right of their rows on unread,
-    and the last program's consumer past N stores nothing."""
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_gluon_three_consumer_ragged_program(causal, gpu_assert_close):
+    """D64's three-consumer tiles at a length that is not a multiple of their 192 rows (the path D64
+    takes from N 2,048 without a mask): causal consumers pass the key blocks right of their rows on
+    unread, and the ragged program's idle consumers (at the start when causal, else at the end)
+    load and store nothing; o and lse as when they compute every block."""
     if not HAS_CUDA or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon kernels run on sm_90 only")
     from kernels import flash_attention_gluon as fg
 
-    q, k, v = fa.make_inputs((1, 2, 640, 64), torch.bfloat16, "cuda")
-    o, _ = fg.forward(q, k, v, True, 64 ** -0.5, tiles=fg.D64_WIDE_TILES)
-    expected = fa.reference(q, k, v, True)
+    q, k, v = fa.make_inputs((2, 2, 640, 64), torch.bfloat16, "cuda")
+    o, lse = fg.forward(q, k, v, causal, 64 ** -0.5, tiles=fg.D64_WIDE_TILES)
+    expected = fa.reference(q, k, v, causal)
     gpu_assert_close(o, expected, **fa.tolerance(expected, q.dtype))
+    o_all, lse_all = fg.forward(q, k, v, causal, 64 ** -0.5, tiles=dataclasses.replace(fg.D64_WIDE_TILES,
+                                                                                           skip_idle=False))
+    assert torch.equal(o, o_all) and torch.equal(lse, lse_all)
 
 
 def test_triton_backward_takes_the_gluon_kernel_unless_told_otherwise(monkeypatch, device):
