@@ -54,13 +54,14 @@ def tables(entries: dict[str, Entry]) -> str:
         for n in (4096, 8192):
             cells = [_cell(get(f"test_matmul.py::test_matmul[{i}-{dtype}-{n}x{n}x{n}]"), "tflops") for i in mm]
             lines.append(f"| {dtype} {n} | " + " | ".join(cells) + " |")
-    lines += ["", "| attention B4 H16 N4096 D128 bf16, TFLOP/s | " + " | ".join(ATTENTION_IMPLS) + " |",
+    lines += ["", "| attention B4 H16 N4096 bf16, TFLOP/s | " + " | ".join(ATTENTION_IMPLS) + " |",
               "| --- " * (len(ATTENTION_IMPLS) + 1) + "|"]
-    for direction in ("fwd", "bwd"):
-        for mask in ("full", "causal"):
-            cells = [_cell(get(f"test_attention.py::test_attention_{direction}[{i}-bfloat16-{mask}-B4H16N4096D128]"),
-                           "tflops") for i in ATTENTION_IMPLS]
-            lines.append(f"| {direction} {mask} | " + " | ".join(cells) + " |")
+    for head_dim in (128, 64):
+        for direction in ("fwd", "bwd"):
+            for mask in ("full", "causal"):
+                test = f"test_attention.py::test_attention_{direction}[{{}}-bfloat16-{mask}-B4H16N4096D{head_dim}]"
+                cells = [_cell(get(test.format(i)), "tflops") for i in ATTENTION_IMPLS]
+                lines.append(f"| D{head_dim} {direction} {mask} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -142,7 +142,7 @@ SHORT_D64_FROM_N, SHORT_D64_BELOW_N = 256, 2048
 #: D64 from these lengths on, without a mask / causal: three 64-row consumers (FA3's layout for that
 #: head dim), 160 registers each. Measured on an H200 (docs/kernels/flash_attention_gluon.md), with
 #: the ragged program's idle consumers skipped: without a mask 1.14-1.16x the two-consumer tiles at
-#: N 4,096 and 8,192; causal 1.04-1.05x from N 4,096 and 0.97x at 2,048.
+#: N 4,096 and 8,192; causal 1.09-1.12x at N 4,096 to 16,384 and 0.99x at 2,048.
 D64_WIDE_FROM_N = {False: SHORT_D64_BELOW_N, True: 4096}
 D64_WIDE_TILES = Tiles(64, 3, 128, 3, False, 160, 24)
 
