@@ -122,6 +122,18 @@ def test_merge_keeps_unrun_entries_and_replaces_run_ones(tmp_path):
     assert b.software["torch"] == "2.12.0" and b.device["peaks"] == {"copy_gbps": 3100.0}
 
 
+def test_merging_again_leaves_a_stored_entry_as_it_is(tmp_path):
+    """An entry recentred on its own (rounded) history keeps every stored field: the geometric mean
+    of rounded medians can differ from the stored median in the seventh digit, which once moved the
+    rates' last digit at every merge."""
+    path = tmp_path / "b.yaml"
+    history = [0.0112127, 0.0112167, 0.0112149]
+    bl.save(path, DEVICE, SOFTWARE, {"t::a": bl.with_history(entries("t::a", median_ms=0.0112147)["t::a"], history)})
+    before = bl.load(path, DEVICE["key"]).entries["t::a"]
+    merged, _ = bl.combine([("stored", {"t::a": before}), ("run", entries("t::other"))])
+    assert merged["t::a"].to_dict() == before.to_dict()
+
+
 def test_an_entry_re_recorded_with_another_timing_version_starts_a_new_history_and_keeps_its_drift(tmp_path):
     """Medians of another timing version are not comparable, but a legacy drift is a relative spread,
     which a change of timing version (a ~1 µs offset) leaves as it was."""

@@ -165,8 +165,10 @@ def _with_counters(entry: Entry, recordings: list[Entry]) -> Entry:
 
 
 def _with_median(entry: Entry, median_ms: float) -> Entry:
-    """A copy of `entry` moved to `median_ms`: times (and the CI) scale with it, rates inversely."""
-    f = median_ms / entry.stats.median_ms
+    """A copy of `entry` moved to `median_ms`: times (and the CI) scale with it, rates inversely. The
+    median is rounded as stored first, so that a center that rounds to the stored one leaves every
+    field as it is (recentred on rounded medians, the rates' last digits crept at every merge)."""
+    f = _round(median_ms) / entry.stats.median_ms
     out = replace(entry, stats=entry.stats.scaled(f))
     for key in _RATE_KEYS:
         if _is_number(getattr(out, key)):
