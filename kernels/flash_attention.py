@@ -402,10 +402,13 @@ def flash_attention(q, k, v, causal: bool = False, sm_scale: float | None = None
                     use_tma: bool | None = None) -> torch.Tensor:
     """Triton FlashAttention, differentiable in q, k, v. ``use_tma=None`` picks tensor descriptors
     when the device has TMA (Hopper+) and the data is aligned, else pointer loads (other GPUs, the
-    CPU interpreter); True/False force one path (the interpreter runs both)."""
+    CPU interpreter); True/False force one path (the interpreter runs both). ``sm_scale`` must be
+    positive: the kernels fold it into the softmax's exponent after the row maximum and the mask."""
     _check_inputs(q, k, v)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(q.shape[-1])
+    if not sm_scale > 0:
+        raise ValueError(f"flash_attention: sm_scale {sm_scale} is not positive")
     return FlashAttention.apply(q, k, v, bool(causal), float(sm_scale), use_tma)
 
 

@@ -82,12 +82,13 @@ class Tiles:
     """One launch configuration: ``block_m`` rows per consumer warpgroup (64, or 128 as two wgmma
     M tiles), ``consumers`` warpgroups (``CONSUMER_COUNTS``), ``block_n`` keys per K/V tile,
     ``stages`` ring slots, FA3 ping-pong, and the registers per thread that setmaxnreg gives each
-    consumer and the loader; ``launch_regs``: the kernel's register bound at launch (``maxnreg``),
-    low enough for two programs an SM where the tiles leave room; ``skip_idle``: where the tiles' rows
-    do not divide N, the consumers of the one ragged program whose rows lie outside the sequence load
-    and read nothing, and a causal launch places that program at the sequence's start (rows before 0,
-    one key block) rather than its end (the most key blocks); off, it runs at the end and its idle
-    consumers compute every block. ``forward`` without one runs ``default_tiles``."""
+    consumer and the loader. ``launch_regs``: the kernel's register bound at launch (``maxnreg``),
+    low enough for two programs an SM where the tiles leave room. ``skip_idle`` (ignored with
+    ping-pong, whose turns count every consumer's blocks): where the tiles' rows do not divide N, the
+    consumers of the one ragged program whose rows lie outside the sequence load and read nothing,
+    and a causal launch places that program at the sequence's start, where it has the fewest key
+    blocks; off, it runs last and its idle consumers compute every block. ``forward`` without tiles
+    runs ``tiles_for``'s."""
     block_m: int
     consumers: int
     block_n: int
@@ -140,9 +141,9 @@ def default_tiles(head_dim: int) -> Tiles:
 #: key loops ran faster there (N 1,024), the Gluon kernel's at N 128 and from 2,048 on.
 SHORT_D64_FROM_N, SHORT_D64_BELOW_N = 256, 2048
 #: D64 from these lengths on, without a mask / causal: three 64-row consumers (FA3's layout for that
-#: head dim), 160 registers each. Measured on an H200 (docs/kernels/flash_attention_gluon.md), with
-#: the ragged program's idle consumers skipped: without a mask 1.14-1.16x the two-consumer tiles at
-#: N 4,096 and 8,192; causal 1.09-1.12x at N 4,096 to 16,384 and 0.99x at 2,048.
+#: head dim), 160 registers each. On an H200 they ran faster than two consumers from these lengths
+#: and level with them at causal N 2,048 (docs/kernels/flash_attention_gluon.md, "The ragged program
+#: and the masked block").
 D64_WIDE_FROM_N = {False: SHORT_D64_BELOW_N, True: 4096}
 D64_WIDE_TILES = Tiles(64, 3, 128, 3, False, 160, 24)
 
@@ -265,10 +266,9 @@ def _step(j, o, p, m_i, l_i, q_smem, ring, sched, qk_scale, q_pos, MASK: gl.cons
 def _consumer(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N,
               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, ONE_MASKED: gl.constexpr, TAIL: gl.constexpr,
               SKIP_IDLE: gl.constexpr):
-    """One consumer warpgroup (_attend). In the ragged program of a ``TAIL`` launch, a consumer whose
-    rows lie outside the sequence passes every key block on unread (``SKIP_IDLE``, never with
-    ping-pong, whose turns count every consumer's blocks)."""
-    if TAIL and SKIP_IDLE:
+    """One consumer warpgroup (_attend). ``SKIP_IDLE`` (a ``TAIL`` launch without ping-pong): a consumer
+    of the ragged program whose rows lie outside the sequence passes every key block on unread."""
+    if SKIP_IDLE:
         if (q_pos >= 0) & (q_pos < N):
             _attend(q_smem, q_bar, ring, sched, o_desc, LSE, q_row, q_pos, lse_row, n_blocks, qk_scale, N, CAUSAL,
                     PINGPONG, ONE_MASKED, TAIL)
@@ -413,8 +413,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, N, BLOCK_N: g
         # the last query blocks have the most keys: start them first (less tail at the end)
         pid_m = gl.num_programs(0) - 1 - pid_m
     q_pos = pid_m * ROWS
-    if CAUSAL and TAIL and SKIP_IDLE:
-        # the rows end at N, so the ragged program is the first (one key block), not the longest
+    if CAUSAL and SKIP_IDLE:
+        # the rows end at N, so the ragged program is the first (the fewest key blocks), not the longest
         q_pos = q_pos - (gl.num_programs(0) * ROWS - N)
     kv_row = off_hz * N
     q_row = kv_row + q_pos
@@ -522,7 +522,7 @@ def _constexprs(tiles: Tiles, causal: bool, n: int) -> dict:
                 CONSUMER_REGS=tiles.consumer_regs, LOADER_REGS=tiles.loader_regs, CONSUMERS=tiles.consumers,
                 TAIL=n % tiles.rows != 0,
                 # ping-pong's turns count every block of every consumer: its idle consumers compute
-                SKIP_IDLE=tiles.skip_idle and not tiles.pingpong)
+                SKIP_IDLE=n % tiles.rows != 0 and tiles.skip_idle and not tiles.pingpong)
 
 
 def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool | None = None,
@@ -530,10 +530,13 @@ def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool
     """(o, lse) for contiguous q, k, v of shape (B, H, N, D) where ``supported``: lse float32
     (B, H, N) in base 2, as the Triton forward's. ``pingpong`` (default ``PINGPONG``): alternate the
     consumers' MMAs. ``tiles`` (default ``tiles_for(D, causal, N)``, with ``pingpong`` if given): another
-    launch configuration, for sweeps; a ValueError when it cannot run this case."""
+    launch configuration, for sweeps; a ValueError when it cannot run this case (or ``sm_scale`` is
+    not positive: the softmax folds it into the exponent's FMA, after the mask)."""
     B, H, N, D = q.shape
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
+    if not sm_scale > 0:
+        raise ValueError(f"flash_attention_gluon.forward: sm_scale {sm_scale} is not positive")
     tiles = tiles or tiles_for(D, causal, N)
     if pingpong is not None:
         tiles = dataclasses.replace(tiles, pingpong=bool(pingpong))

@@ -409,23 +409,36 @@ def test_gluon_tiles_and_dispatch():
     assert fa.gluon_kernel(fa.GLUON_BACKWARD, q, q, q, True) is None
 
 
+@pytest.mark.parametrize("n", [512, 640], ids=["one-idle", "two-idle"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-def test_gluon_three_consumer_ragged_program(causal, gpu_assert_close):
+def test_gluon_three_consumer_ragged_program(causal, n, gpu_assert_close):
     """D64's three-consumer tiles at a length that is not a multiple of their 192 rows (the path D64
-    takes from N 2,048 without a mask): causal consumers pass the key blocks right of their rows on
-    unread, and the ragged program's idle consumers (at the start when causal, else at the end)
-    load and store nothing; o and lse as when they compute every block."""
+    takes from N 2,048 without a mask and from 4,096 causal): causal consumers pass the key blocks
+    right of their rows on unread, and the ragged program's one or two idle consumers (at the start
+    when causal, else at the end) load and store nothing; o and lse as when they compute every block.
+    With ping-pong, whose turns count every consumer's blocks, they compute."""
     if not HAS_CUDA or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon kernels run on sm_90 only")
     from kernels import flash_attention_gluon as fg
 
-    q, k, v = fa.make_inputs((2, 2, 640, 64), torch.bfloat16, "cuda")
-    o, lse = fg.forward(q, k, v, causal, 64 ** -0.5, tiles=fg.D64_WIDE_TILES)
+    q, k, v = fa.make_inputs((2, 2, n, 64), torch.bfloat16, "cuda")
     expected = fa.reference(q, k, v, causal)
+    o, lse = fg.forward(q, k, v, causal, 64 ** -0.5, tiles=fg.D64_WIDE_TILES)
     gpu_assert_close(o, expected, **fa.tolerance(expected, q.dtype))
     o_all, lse_all = fg.forward(q, k, v, causal, 64 ** -0.5, tiles=dataclasses.replace(fg.D64_WIDE_TILES,
                                                                                            skip_idle=False))
     assert torch.equal(o, o_all) and torch.equal(lse, lse_all)
+    o_pp, _ = fg.forward(q, k, v, causal, 64 ** -0.5, tiles=dataclasses.replace(fg.D64_WIDE_TILES, pingpong=True))
+    gpu_assert_close(o_pp, expected, name="ping-pong", **fa.tolerance(expected, q.dtype))
+
+
+def test_attention_scale_must_be_positive():
+    """The kernels fold sm_scale into the softmax's exponent after the row maximum and the mask: a
+    scale that is not positive is refused in one line, before any launch."""
+    q = torch.zeros((1, 1, 128, 64), dtype=torch.bfloat16)
+    for scale in (0.0, -0.125, float("nan")):
+        with pytest.raises(ValueError, match="sm_scale .* is not positive"):
+            fa.flash_attention(q, q, q, causal=True, sm_scale=scale)
 
 
 def test_triton_backward_takes_the_gluon_kernel_unless_told_otherwise(monkeypatch, device):
