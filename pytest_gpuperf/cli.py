@@ -208,7 +208,12 @@ def _cmd_merge(args) -> int:
                                                           device_kind(dev))[0]))
         software = sw or software
         recordings.append((f, _by_id(records)))
-    entries, notes = baseline_mod.combine(recordings, max_drift)
+    later_ids = {name for _, records in recordings[1:] for name in records}
+    for text in args.restart:
+        if not any(text in name for name in later_ids):
+            raise _UsageError(f"gpuperf merge: --restart {text!r} names no test of the inputs after the first "
+                              f"({args.files[0]} is the one whose recordings it drops)")
+    entries, notes = baseline_mod.combine(recordings, max_drift, args.restart)
     baseline_mod.save(out, device, software, entries, keep_others=False)
     print(f"gpuperf merge: {plural(len(args.files), 'recording')} of {device['key']} -> {out}: "
           f"{plural(len(entries), 'entry', 'entries')}")
@@ -427,6 +432,9 @@ def _parser() -> _Parser:
                                    "their center. A test whose medians differ by more than --max-drift (largest / "
                                    "smallest - 1) keeps its newest entry. OUT may be one of the inputs; an existing OUT "
                                    "that is not one is refused.")
+    m.add_argument("--restart", action="append", default=[], metavar="TEXT",
+                   help="tests whose id contains TEXT keep only the recordings after the first FILE: their history "
+                        "starts again (a change of the code the counters cannot see); repeatable")
     m.add_argument("files", metavar="FILE", nargs="+")
     m.add_argument("-o", "--output", required=True, metavar="OUT.yaml")
     m.add_argument("--max-drift", default=f"{MAX_DRIFT * 100:g}%",

@@ -296,6 +296,28 @@ def test_merge_accepts_results_json_and_can_write_over_an_input(files, capsys, t
     assert bl.load(files["old"]).entries[IDS[0]].history == pytest.approx([0.1, 0.102])
 
 
+def test_merge_restart_starts_the_named_tests_history_again(files, capsys, tmp_path):
+    """A faster kernel of the same work (counters unchanged): --restart drops the first input's
+    recordings of the tests it names, the others' histories go on; a TEXT that names no test of the
+    later inputs is one line, exit 2, and nothing is written."""
+    results = [replace(r, stats=r.stats.scaled(0.9), history=None)
+               for r in results_store.results_from_baseline(bl.load(files["old"]))]
+    js = tmp_path / "run.json"
+    results_store.write_json(js, results, DEVICE, SOFTWARE, "2026-11-29T12:00:00")
+    out = tmp_path / "merged" / "nvidia-h100-80gb-hbm3.yaml"
+    code, text, err = run(["merge", str(files["old"]), str(js), "-o", str(out), "--restart", "[triton-"], capsys)
+    assert code == 0, err
+    merged = bl.load(out).entries
+    assert merged[IDS[1]].history == pytest.approx([0.081]) and merged[IDS[1]].stats.median_ms == pytest.approx(0.081)
+    assert merged[IDS[0]].history == pytest.approx([0.1, 0.09])
+    assert f"{IDS[1]}: its history starts again (--restart)" in text
+
+    code, text, err = run(["merge", str(files["old"]), str(js), "-o", str(tmp_path / "x" / "nvidia-h100-80gb-hbm3.yaml"),
+                           "--restart", "[tilelang-"], capsys)
+    assert code == 2 and "--restart '[tilelang-'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
 def test_merge_bad_input_is_exit_2(files, capsys, tmp_path):
     other = write_baseline(tmp_path / "a100" / "nvidia-a100.yaml", [0.1, 0.1, 0.1], device=dict(DEVICE, key="nvidia-a100"))
     code, _, err = run(["merge", str(files["old"]), str(other), "-o", str(tmp_path / "m.yaml")], capsys)

@@ -36,7 +36,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -209,7 +209,7 @@ def alike(a: Measured, b: Measured) -> bool:
 
 
 def combine(recordings: list[tuple[str, Mapping[str, Measured]]],
-            max_drift: float = MAX_DRIFT) -> tuple[dict[str, Entry], list[str]]:
+            max_drift: float = MAX_DRIFT, restart: Sequence[str] = ()) -> tuple[dict[str, Entry], list[str]]:
     """Merge several recordings of one GPU model (label, test id -> entry or result), oldest first.
 
     Per test, the recordings measured the way most of them were (timing method and cache mode, a
@@ -218,15 +218,17 @@ def combine(recordings: list[tuple[str, Mapping[str, Measured]]],
     newest of those's timing version, are combined: their medians (a stored entry's whole history) make the entry's
     history, bounded to the window, and the entry moves to their center. Where they differ by more
     than `max_drift` (largest / smallest - 1) the test really changed between recordings, or one
-    recording is broken: the newest entry is kept as it is. Records that are not valid entries are
-    left out. Returns (entries, notes): a note for each test not combined as a whole."""
+    recording is broken: the newest entry is kept as it is. A test whose id contains one of `restart`
+    (a change the counters cannot see, such as a faster kernel of the same work) keeps only the
+    recordings after the first, where there are any. Records that are not valid entries are left
+    out. Returns (entries, notes): a note for each test not combined as a whole."""
     ids = sorted({name for _, entries in recordings for name in entries})
     out: dict[str, Entry] = {}
     notes: list[str] = []
     older_versions: list[str] = []
     for name in ids:
-        recs = []
-        for label, entries in recordings:
+        recs, later = [], []
+        for index, (label, entries) in enumerate(recordings):
             if name not in entries:
                 continue
             entry = entry_from_result(entries[name])
@@ -235,8 +237,12 @@ def combine(recordings: list[tuple[str, Mapping[str, Measured]]],
                 notes.append(f"{name}: left out of {label}: {problem}")
             else:
                 recs.append((label, entry))
+                later.append(index > 0)
         if not recs:
             continue
+        if any(text in name for text in restart) and any(later):
+            notes.append(f"{name}: its history starts again (--restart)")
+            recs = [rec for rec, is_later in zip(recs, later) if is_later]
         if len(changed := since_code_change([e for _, e in recs])) < len(recs):
             notes.append(f"{name}: the counters say the code changed: its history starts again")
             recs = recs[len(recs) - len(changed):]
