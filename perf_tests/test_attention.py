@@ -353,6 +353,7 @@ def test_triton_launches(direction, gpu_profile):
 #: kernel's shared memory and an SM's: in a process of its own, as TRITON_INTERPRET=1 (the CPU
 #: run's) turns Triton's own reductions into interpreted code.
 GLUON_COMPILE = """
+import dataclasses
 import json
 from kernels import flash_attention_gluon as fg, flash_attention_gluon_bwd as fgb
 shared = {}
@@ -361,9 +362,11 @@ for module in (fg, fgb):
         kernel = module.compile_only(head_dim, causal=True)
         assert kernel.asm["cubin"] and "wgmma" in kernel.asm["ptx"]
         shared[f"{module.__name__.rsplit('_', 1)[-1]} {head_dim}"] = kernel.metadata.shared
-# D64's three consumers, causal: masked blocks passed on unread, a ragged program's idle consumers skipped
-kernel = fg.compile_only(64, causal=True, tiles=fg.D64_WIDE_TILES)
-shared["gluon 64 wide"] = kernel.metadata.shared
+# D64's three consumers (a ragged program at the compiled length): causal, masked blocks passed on
+# unread and idle consumers skipped; without a mask; with ping-pong, whose idle consumers compute
+for name, causal, pingpong in (("wide", True, False), ("wide full", False, False), ("wide ping-pong", True, True)):
+    tiles = dataclasses.replace(fg.D64_WIDE_TILES, pingpong=pingpong)
+    shared[f"gluon 64 {name}"] = fg.compile_only(64, causal=causal, tiles=tiles).metadata.shared
 print("gluon-compiled " + json.dumps({"shared": shared, "limit": fg.SM_SHARED_BYTES}))
 """
 
@@ -382,7 +385,8 @@ def test_gluon_kernels_compile_for_hopper():
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("gluon-compiled "))
     report = json.loads(line.split(" ", 1)[1])
-    assert set(report["shared"]) == {"gluon 64", "gluon 128", "bwd 64", "bwd 128", "gluon 64 wide"}
+    assert set(report["shared"]) == {"gluon 64", "gluon 128", "bwd 64", "bwd 128", "gluon 64 wide",
+                                     "gluon 64 wide full", "gluon 64 wide ping-pong"}
     assert max(report["shared"].values()) <= report["limit"]
 
 
