@@ -518,11 +518,12 @@ def _options(tiles: Tiles) -> dict:
 
 def _constexprs(tiles: Tiles, causal: bool, n: int) -> dict:
     """The kernel's compile-time arguments at sequence length ``n``."""
+    tail = n % tiles.rows != 0
     return dict(BLOCK_N=tiles.block_n, NUM_STAGES=tiles.stages, CAUSAL=bool(causal), PINGPONG=bool(tiles.pingpong),
                 CONSUMER_REGS=tiles.consumer_regs, LOADER_REGS=tiles.loader_regs, CONSUMERS=tiles.consumers,
-                TAIL=n % tiles.rows != 0,
+                TAIL=tail,
                 # ping-pong's turns count every block of every consumer: its idle consumers compute
-                SKIP_IDLE=n % tiles.rows != 0 and tiles.skip_idle and not tiles.pingpong)
+                SKIP_IDLE=tail and tiles.skip_idle and not tiles.pingpong)
 
 
 def forward(q, k, v, causal: bool, sm_scale: float | None = None, pingpong: bool | None = None,

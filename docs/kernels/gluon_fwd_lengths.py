@@ -31,7 +31,7 @@ def tflops(fn, flops: float) -> float:
 for d, causal, n in CASES:
     b = TOKENS // n
     q, k, v = fa.make_inputs((b, HEADS, n, d), torch.bfloat16, "cuda")
-    flops = 4 * b * HEADS * n * n * d / (2 if causal else 1)
+    flops = fa.cost(q.shape, q.dtype, causal)[1]
     o, _ = fg.forward(q, k, v, causal)
     err = (o.float() - F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)).abs().max()
     gluon = tflops(lambda: fg.forward(q, k, v, causal), flops)

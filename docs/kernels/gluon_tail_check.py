@@ -31,7 +31,7 @@ def tflops(fn, flops):
 for causal, n in CASES:
     b = TOKENS // n
     q, k, v = fa.make_inputs((b, HEADS, n, HEAD_DIM), torch.bfloat16, "cuda")
-    flops = 4 * b * HEADS * n * n * HEAD_DIM / (2 if causal else 1)
+    flops = fa.cost(q.shape, q.dtype, causal)[1]
     scale = HEAD_DIM ** -0.5
     assert n % fg.D64_WIDE_TILES.rows
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
