@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .ab import DEFAULT_ROUNDS
+from .ab_budget import DEFAULT_BUDGET, Budget
 from .core.noise import log_spread
 from .core.records import Result
 from .core.units import parse_percent, plural
@@ -301,7 +302,6 @@ def _cmd_ab(args) -> int:
     import pytest
 
     from .ab import AbError, AbIncomplete, AbRun, compare_revisions, report
-    from .ab_budget import Budget
     from .ab_gpus import choose_gpus, compare_on_gpus, visible_gpus
     from .plugin.outputs import check_outputs
 
@@ -311,7 +311,7 @@ def _cmd_ab(args) -> int:
     if args.rounds < 1:
         raise _UsageError(f"gpuperf ab: --rounds {args.rounds}: give 1 or more")
     try:
-        budget = Budget.parse(args.budget) if args.budget is not None else None
+        budget = Budget.parse(args.budget)
     except ValueError as exc:
         raise _UsageError(f"gpuperf ab: {exc}") from None
     visible = visible_gpus()
@@ -451,7 +451,7 @@ def _parser() -> _Parser:
                     help="the merged results (pytest-benchmark JSON, as --gpuperf-json)")
     ms.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the summary as Markdown")
     ms.set_defaults(func=_cmd_merge_shards)
-    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--budget 2.5x|600s|10m] [--gpus all|N|I,J] "
+    a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--budget 2.5x|600s|10m|none] [--gpus all|N|I,J] "
                                    "[--threshold PCT] [--counters] [--json PATH] [--markdown PATH] [--baseline-dir DIR] "
                                    "[-- PYTEST_ARGS...]",
                        help="measure a base revision and the working tree on this host's GPUs, interleaved; exit 1 "
@@ -464,11 +464,12 @@ def _parser() -> _Parser:
     a.add_argument("base", metavar="BASE", help="the git revision to compare with, e.g. origin/main")
     a.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
                    help="pytest processes per side at most (default %(default)s)")
-    a.add_argument("--budget", default=None, metavar="2.5x|600s|10m",
+    a.add_argument("--budget", default=DEFAULT_BUDGET, metavar="2.5x|600s|10m|none",
                    help="how long the A/B's pytest processes may take in all (on each GPU), round 1 included: a "
-                        "multiple of a plain run (round 1's processes, their mean) or a time; later rounds then "
-                        "measure again only the unsure tests that fit, cheapest first, and a slower or faster test "
-                        "is always confirmed; an unsure test left out stays unsure")
+                        "multiple of a plain run (round 1's processes, their mean) or a time (default "
+                        "%(default)s; none: no limit); later rounds then measure again only the unsure tests that "
+                        "fit, cheapest first, and a slower or faster test is always confirmed; an unsure test left "
+                        "out stays unsure")
     a.add_argument("--gpus", default="all", metavar="all|N|I,J",
                    help="the GPUs to use: all visible (default), the first N, or these indices (0,1); the tests "
                         "are split between them by recorded time and each GPU alternates base and head for its part"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import re
 import subprocess
 from pathlib import Path
@@ -216,6 +217,22 @@ def test_a_budget_is_a_multiple_of_a_plain_run_or_a_time(text, limit_s, said) ->
     assert budget.limit_s(40.0) == limit_s and str(budget) == said
 
 
+def test_an_ab_is_held_to_2_5x_a_plain_run_unless_told_otherwise(repo: Path, monkeypatch) -> None:
+    """The CLI's default budget is 2.5x (round 1 is 2x); `--budget none` lifts it, in any case."""
+    budgets: list = []
+
+    def compare(run, cwd, base):
+        budgets.append(run.budget)
+        raise ab.AbError("stop here")
+
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr(ab, "compare_revisions", compare)
+    for extra in ([], ["--budget", "NONE"], ["--budget", "600s"]):
+        cli.main(["ab", "HEAD", *extra])
+    assert budgets == [Budget(2.5, True), None, Budget(600.0, False)]
+    assert Budget.parse(" none ") is None
+
+
 def _results(costs: dict, told: bool = True) -> dict:
     """Results of one process: each test's measuring time `wall_s` and, where `told`, its whole cost."""
     return {k: result({"nodeid": k, "wall_s": s / 2, "test_s": s if told else None}) for k, s in costs.items()}
@@ -231,7 +248,7 @@ def test_the_first_later_round_is_planned_with_what_round_1_cost_beyond_its_test
     spent = ab_budget.Spent.of([([50.0], [base_round]), ([50.0], [head_round])])
     assert spent.first_beyond_s == (4.0, 5.0) and spent.later_s == ()
     kept, dropped, said = ab_budget.next_round(Budget.parse("2.5x"), spent, sorted(tests), set(), tests)
-    assert len(kept) == 8 and len(dropped) == 4 and said.endswith("has 25 s left")  # 2 x (4 + 8 x 1) = 24
+    assert len(kept) == 8 and len(dropped) == 4 and "has 25 s left; --budget none measures them" in said  # 2 x (4 + 8 x 1) = 24
     untold = ab_budget.Spent.of([([50.0], [_results({"t::rest": 34.0} | tests, told=False)]),
                                  ([50.0], [_results({"t::rest": 33.0} | tests, told=False)])])
     assert untold.first_beyond_s is None
@@ -251,6 +268,20 @@ def test_round_1_beyond_its_tests_never_raises_a_later_process_above_the_constan
     assert side_by_side.first_beyond_s is None
     for spent in (slow_start, side_by_side):  # 2 x (12 + 0 x 1) = 24 of the 25 s left: no unsure test fits
         assert ab_budget.next_round(Budget.parse("2.5x"), spent, sorted(tests), set(), tests)[0] == []
+
+
+def test_a_later_process_is_planned_with_the_first_call_it_paid() -> None:
+    """Round 2's processes (20 s each) spent 15 s in their tests, one test paying the process's first
+    torch.compile (3 s of its 4 s). That first call lands on some test of round 3 too: with 20 s left
+    each process is taken at 5 + 3 s, so two 1 s tests fit (2 x (8 + 2) = 20), not all four."""
+    tests = {f"t::u{i}": 1.0 for i in range(4)}
+    later = _results({"t::compiled": 4.0, "t::rest": 7.0} | tests)
+    later["t::compiled"] = replace(later["t::compiled"], first_call_s=3.0)
+    spent = ab_budget.Spent.of([([50.0, 20.0], [_results({"t::rest": 45.0}), later]),
+                                ([50.0, 20.0], [_results({"t::rest": 45.0}), later])])
+    assert spent.later_s == (5.0, 5.0) and spent.later_first_call_s == 3.0 and spent.total_s == 140.0
+    kept, dropped, _ = ab_budget.next_round(Budget.parse("160s"), spent, sorted(tests), set(), tests)
+    assert kept == ["t::u0", "t::u1"] and dropped == ["t::u2", "t::u3"]
 
 
 def test_a_round_within_budget_keeps_changes_and_adds_the_cheapest_unsure_tests() -> None:
