@@ -4,7 +4,7 @@
 # perf_tests/conftest.py in the working tree only: extra work after the call), spin (spin.patch
 # applied and spin_conftest.py appended too: short elementwise calls spin inside the kernel) or
 # alloc (alloc_conftest.py appended: one held allocation, no extra work). Remaining args go to pytest;
-# AB_ARGS: more `gpuperf ab` options (e.g. "--budget 2.5x").
+# AB_ARGS: more `gpuperf ab` options (e.g. "--budget none").
 set -uo pipefail
 . docs/ab-check/setup.sh
 mode=$1; shift

@@ -4,9 +4,12 @@
 # A/B outlasts one 600 s device command; ab_cost_gpus.sh runs a quarter on each of four GPUs). A
 # plain run first fills the compile caches, as a CI runner with a cache would have them (WARMED=1:
 # an earlier run did); then the A/B; then the plain run again, warm, which the A/B is compared with.
-# AB_ARGS: more `gpuperf ab` options (e.g. "--budget 2.5x").
+# AB_ARGS: more `gpuperf ab` options (e.g. "--budget none"). CC=DIR: every run keeps its compile caches
+# in DIR (--gpuperf-compile-cache; a folder carried from an earlier command, so WARMED=1 holds on a
+# fresh machine). WARM_S=0: no plain run after the A/B (the whole suite's A/B and a plain run outlast
+# one device command; the budget's plain run is then round 1's mean).
 set -uo pipefail
-files=${FILES:-perf_tests}
+files="${FILES:-perf_tests}${CC:+ --gpuperf-compile-cache $CC}"
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/gpuperf-pycache} PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
@@ -16,7 +19,7 @@ plain() { timeout "$1" python -m pytest $files --gpuperf -q -p no:randomly -p no
 t0=$(date +%s); [ -n "${WARMED:-}" ] || plain "${COLD_S:-160}" cold; t1=$(date +%s)
 mkdir -p "$OUT/ab"  # ab_device.sh packs its own folder into one archive on exit
 OUT="$OUT/ab" timeout "${AB_S:-300}" bash docs/ab-check/ab_device.sh identical $files -q -p no:randomly > "$OUT/ab.log" 2>&1
-t2=$(date +%s); plain "${WARM_S:-130}" warm; t3=$(date +%s)
-echo "$files: plain cold $(( t1 - t0 )) s, ab $(( t2 - t1 )) s, plain warm $(( t3 - t2 )) s," \
-     "ratio $(python -c "print(round(($t2-$t1)/max($t3-$t2,1), 2))")"
+t2=$(date +%s); [ "${WARM_S:-130}" = 0 ] || plain "${WARM_S:-130}" warm; t3=$(date +%s)
+ratio=$([ $t3 -gt $t2 ] && python -c "print(round(($t2-$t1)/($t3-$t2), 2))" || echo "not measured")
+echo "$files: plain cold $(( t1 - t0 )) s, ab $(( t2 - t1 )) s, plain warm $(( t3 - t2 )) s, ratio $ratio"
 grep -E "gpuperf ab:|slower|faster" "$OUT/ab.log" | tail -6
