@@ -132,11 +132,10 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
     """(the tests the next round measures within `budget`, those it leaves out, a line saying so or
     None). Each process is taken to cost what the costliest later one so far cost beyond its tests,
     plus the longest first call a later process paid: that first call moves to whichever test runs
-    first, so the tests' own latest costs need not hold it (a whole-suite A/B on an H200 overran its
-    round 3 by 8 s: docs/gate.md). Before a later process has run: LATER_PROCESS_S, or less where a
-    plain run or the cheaper of round 1's processes beyond its tests is less (round 1 may also have
-    paid a cold compile cache, the node gap's measurement or a counting pass, which a later process
-    does not). `within` picks."""
+    first, so the tests' own latest costs need not hold it (docs/gate.md). Before a later process has
+    run: LATER_PROCESS_S, or less where a plain run or the cheaper of round 1's processes beyond its
+    tests is less (round 1 may also have paid a cold compile cache, the node gap's measurement or a
+    counting pass, which a later process does not). `within` picks."""
     plain_s = statistics.mean(spent.first_s)
     limit_s = budget.limit_s(plain_s)
     left_s = limit_s - spent.total_s
@@ -148,7 +147,8 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
     if not dropped:
         return kept, dropped, None
     return kept, dropped, (f"gpuperf ab: {plural(len(dropped), 'unsure test')} not measured again: the budget "
-                           f"({budget}, {limit_s:.0f} s) has {max(left_s, 0.0):.0f} s left; --budget {NO_BUDGET} measures them")
+                           f"({budget}, {limit_s:.0f} s) has {max(left_s, 0.0):.0f} s left; --budget {NO_BUDGET} "
+                           "measures them")
 
 
 #: What the verdict of an unsure test the budget left out ends with.
