@@ -79,6 +79,17 @@ def test_a_result_far_above_a_cached_peak_re_measures_it_once_and_then_says_stal
     assert "120% of the copy_gbps peak" in note and "stale" in note
 
 
+def test_a_result_its_baseline_entry_already_read_above_the_peak_re_measures_nothing() -> None:
+    """A matmul whose entry recorded 706 TFLOP/s against a stored peak of 688 reads 725 (5.4% over):
+    no news about the peak, so no probe and no note. Faster than its entry by over 5%, it is."""
+    probe = Probe(PeakReading(690.0, 0.002))
+    peaks = Peaks({"bf16_tflops": 688.0}, kind=CUDA, probe=probe)
+    assert peaks.fraction("bf16_tflops", 725.0, "bfloat16", recorded=706.0) == pytest.approx(725.0 / 688.0)
+    assert probe.calls == 0 and not peaks.take_notes()
+    assert peaks.fraction("bf16_tflops", 760.0, "bfloat16", recorded=706.0) == pytest.approx(760.0 / 690.0)
+    assert probe.calls == 1 and "stale" in peaks.take_notes()[0]
+
+
 def test_peaks_are_kept_per_software_stack() -> None:
     a = {"torch": "2.13.0+cu130", "cuda": "13.0", "driver": "580.1"}
     assert cache_key("nvidia-h100", a) != cache_key("nvidia-h100", dict(a, driver="580.2"))

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from ..core import verdict as verdict_mod
-from ..core.records import Identity, Method, Result, of_peak
+from ..core.records import Entry, Identity, Method, Result, of_peak
 from ..core.units import as_number
 from ..core.versions import TIMING_VERSION
 from ..core.counters import with_declared_note
@@ -102,7 +102,7 @@ class GpuBenchmark:
                 totals[key] += getattr(measurement, key)
             for phase, seconds in measurement.phases.items():
                 phases[phase] = phases.get(phase, 0.0) + seconds
-            record = self._record(measurement, inputs, nbytes, flops)
+            record = self._record(measurement, inputs, nbytes, flops, stored)
             first_medians.append(record.stats.median_ms)
             return record, measurement
 
@@ -124,7 +124,10 @@ class GpuBenchmark:
     def _threshold(self) -> float:
         return marker_threshold(self._item, self._perf.settings.threshold)
 
-    def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None) -> Result:
+    def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None,
+                stored: Entry | None) -> Result:
+        """The measurement as a Result, its rates held against this device's peaks (`stored`: the
+        test's baseline entry, whose rates say whether a result above a peak is news)."""
         seconds = m.median_ms / 1e3
         # plain ints: numpy scalars (np.prod(shape) * 4) can't cross to an xdist controller
         nbytes = None if nbytes is None else int(nbytes)
@@ -139,10 +142,12 @@ class GpuBenchmark:
             fractions: dict[str, tuple[float | None, str | None]] = {}
             if gbps is not None:
                 ceiling = peaks.memory_ceiling(nbytes)
-                fractions["memory"] = (peaks.fraction(ceiling, gbps) if ceiling else None, ceiling)
+                known = as_number(stored.gbps) if stored is not None else None
+                fractions["memory"] = (peaks.fraction(ceiling, gbps, recorded=known) if ceiling else None, ceiling)
             dtype = _float_dtype(inputs) if tflops is not None else None
             if dtype is not None:
-                fractions["compute"] = (peaks.fraction(peak_name(dtype), tflops, dtype), peak_name(dtype))
+                known = as_number(stored.tflops) if stored is not None else None
+                fractions["compute"] = (peaks.fraction(peak_name(dtype), tflops, dtype, recorded=known), peak_name(dtype))
             fractions = {side: f for side, f in fractions.items() if f[0] is not None}  # no peak, no %
             if fractions:
                 bound = max(fractions, key=lambda side: fractions[side][0])  # the nearer roofline side
