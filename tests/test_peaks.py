@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from pytest_gpuperf import cli
-from pytest_gpuperf.core.records import Entry, Statistics
+from pytest_gpuperf.core.records import Entry, Statistics, peak_fraction
 from pytest_gpuperf.measure.device import describe, software_versions
 from pytest_gpuperf.measure.peaks import (CPU, CUDA, DISTURBED_NOISE, PeakReading, Peaks, cache_key,
                                           peak_problem, valid_peaks)
@@ -80,14 +81,25 @@ def test_a_result_far_above_a_cached_peak_re_measures_it_once_and_then_says_stal
 
 
 def test_a_result_its_baseline_entry_already_read_above_the_peak_re_measures_nothing() -> None:
-    """A matmul whose entry recorded 706 TFLOP/s against a stored peak of 688 reads 725 (5.4% over):
-    no news about the peak, so no probe and no note. Faster than its entry by over 5%, it is."""
+    """A matmul whose entry read 2.6% above a stored peak of 688 TFLOP/s reads 725 (5.4% over): no news
+    about the peak, so no probe and no note. Further over than its entry by 5%, or against a peak
+    since cached 10% lower, the peak is probed again."""
     probe = Probe(PeakReading(690.0, 0.002))
     peaks = Peaks({"bf16_tflops": 688.0}, kind=CUDA, probe=probe)
-    assert peaks.fraction("bf16_tflops", 725.0, "bfloat16", recorded=706.0) == pytest.approx(725.0 / 688.0)
+    assert peaks.fraction("bf16_tflops", 725.0, "bfloat16", recorded=1.026) == pytest.approx(725.0 / 688.0)
     assert probe.calls == 0 and not peaks.take_notes()
-    assert peaks.fraction("bf16_tflops", 760.0, "bfloat16", recorded=706.0) == pytest.approx(760.0 / 690.0)
+    assert peaks.fraction("bf16_tflops", 760.0, "bfloat16", recorded=1.026) == pytest.approx(760.0 / 690.0)
     assert probe.calls == 1 and "stale" in peaks.take_notes()[0]
+    lowered = Peaks({"bf16_tflops": 620.0}, kind=CUDA, probe=Probe(PeakReading(690.0, 0.002)))
+    assert lowered.fraction("bf16_tflops", 706.0, "bfloat16", recorded=1.026) == pytest.approx(706.0 / 690.0)
+
+
+def test_an_entry_says_how_far_above_which_peak_it_read() -> None:
+    entry = Entry(stats=Statistics(median_ms=0.19), peak="bf16_tflops", pct_of_peak=100.0, above_peak=0.026)
+    assert peak_fraction(entry, "bf16_tflops") == pytest.approx(1.026)
+    assert peak_fraction(entry, "fp16_tflops") is None and peak_fraction(None, "bf16_tflops") is None
+    below = Entry(stats=Statistics(median_ms=0.19), peak="copy_gbps", pct_of_peak=91.0)
+    assert peak_fraction(below, "copy_gbps") == pytest.approx(0.91)
 
 
 def test_peaks_are_kept_per_software_stack() -> None:
@@ -241,3 +253,32 @@ def test_peaks_of_another_torch_cuda_or_driver_are_not_taken(changed) -> None:
     a = {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": "580.1", "triton": "3.6.0", "python": "3.12"}
     assert same_stack(a, dict(a, triton="3.7.0", python="3.11"))
     assert not same_stack(a, dict(a, **{changed: "other"}))
+
+
+def test_a_benchmark_holds_its_rate_against_the_peak_with_its_entrys_fraction() -> None:
+    """gpu_benchmark's record passes the baseline entry's fraction of the same peak to Peaks.fraction
+    (None where the entry was held against another peak), so a known excess re-measures nothing."""
+    import torch
+
+    from pytest_gpuperf.measure.measurement import Measurement
+    from pytest_gpuperf.plugin.fixtures import GpuBenchmark
+
+    asked: list = []
+
+    class FakePeaks:
+        def fraction(self, name, rate, dtype_name=None, recorded=None):
+            asked.append((name, dtype_name, recorded))
+            return 1.05
+
+    hook = SimpleNamespace(pytest_gpuperf_group=lambda item, group: group)
+    item = SimpleNamespace(nodeid="t.py::test_mm[a]", originalname="test_mm", name="test_mm[a]",
+                           get_closest_marker=lambda name: None, config=SimpleNamespace(hook=hook))
+    bench = GpuBenchmark(SimpleNamespace(peaks=FakePeaks(), counters={}), item)
+    m = Measurement([0.19] * 10, "events", 1, "cold")
+    a = torch.zeros(4, 4, dtype=torch.bfloat16)
+    entry = Entry(stats=Statistics(median_ms=0.19), peak="bf16_tflops", pct_of_peak=100.0, above_peak=0.026)
+    result = bench._record(m, ((a,), {}), None, 10**11, entry)
+    assert asked == [("bf16_tflops", "bfloat16", pytest.approx(1.026))] and result.above_peak == pytest.approx(0.05)
+    bench._record(m, ((a,), {}), None, 10**11, Entry(stats=Statistics(median_ms=0.19), peak="copy_gbps",
+                                                     pct_of_peak=80.0))
+    assert asked[-1] == ("bf16_tflops", "bfloat16", None)

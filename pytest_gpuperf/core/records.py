@@ -395,6 +395,13 @@ def raw_pct_of_peak(record: Measured) -> float | None:
     return pct * (1.0 + above) if isinstance(above, (int, float)) and not isinstance(above, bool) else pct
 
 
+def peak_fraction(record: Measured | None, peak: str) -> float | None:
+    """A record's rate over `peak` before `of_peak` held it to 1; None without a record, or for one
+    held against another peak."""
+    raw = raw_pct_of_peak(record) if record is not None and record.peak == peak else None
+    return raw / 100.0 if raw is not None else None
+
+
 def required_keys(cls: type) -> tuple[str, ...]:
     """The fields of a record class without a default."""
     return tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)

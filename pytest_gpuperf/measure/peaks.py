@@ -252,13 +252,14 @@ class Peaks:
                  recorded: float | None = None) -> float | None:
         """rate / the `name` peak, None without a usable peak. A result above STALE_PEAK_RATIO of a
         cached peak re-measures it once; still above, a note says the peak looks stale (not hidden).
-        Neither where the test's baseline entry reached about this rate (`recorded`, within
-        STALE_PEAK_RATIO): it read above this peak then too, so the probe under-reads this call (a
-        matmul sampled at a clock the probe's did not run at), and measuring it again says nothing new."""
+        Neither where the test's baseline entry read about as far above this peak (`recorded`: its
+        rate over the `name` peak it was held against, within STALE_PEAK_RATIO): the probe under-reads
+        this call (a matmul sampled at a clock the probe's did not run at), and measuring it again says
+        nothing new. A peak since cached lower still reads as stale."""
         peak = self.get(name, dtype_name)
         if peak is None:
             return None
-        if recorded is not None and rate <= recorded * STALE_PEAK_RATIO:
+        if recorded is not None and rate / peak <= recorded * STALE_PEAK_RATIO:
             return rate / peak
         if rate / peak > STALE_PEAK_RATIO and name not in self.fresh:
             del self.values[name]

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from ..core import verdict as verdict_mod
-from ..core.records import Entry, Identity, Method, Result, of_peak
+from ..core.records import Entry, Identity, Method, Result, of_peak, peak_fraction
 from ..core.units import as_number
 from ..core.versions import TIMING_VERSION
 from ..core.counters import with_declared_note
@@ -127,7 +127,7 @@ class GpuBenchmark:
     def _record(self, m: Measurement, inputs: Any, nbytes: int | None, flops: int | None,
                 stored: Entry | None) -> Result:
         """The measurement as a Result, its rates held against this device's peaks (`stored`: the
-        test's baseline entry, whose rates say whether a result above a peak is news)."""
+        test's baseline entry, whose % of peak says whether a result above a peak is news)."""
         seconds = m.median_ms / 1e3
         # plain ints: numpy scalars (np.prod(shape) * 4) can't cross to an xdist controller
         nbytes = None if nbytes is None else int(nbytes)
@@ -142,12 +142,13 @@ class GpuBenchmark:
             fractions: dict[str, tuple[float | None, str | None]] = {}
             if gbps is not None:
                 ceiling = peaks.memory_ceiling(nbytes)
-                known = as_number(stored.gbps) if stored is not None else None
-                fractions["memory"] = (peaks.fraction(ceiling, gbps, recorded=known) if ceiling else None, ceiling)
+                fractions["memory"] = (peaks.fraction(ceiling, gbps, recorded=peak_fraction(stored, ceiling))
+                                       if ceiling else None, ceiling)
             dtype = _float_dtype(inputs) if tflops is not None else None
             if dtype is not None:
-                known = as_number(stored.tflops) if stored is not None else None
-                fractions["compute"] = (peaks.fraction(peak_name(dtype), tflops, dtype, recorded=known), peak_name(dtype))
+                name = peak_name(dtype)
+                fractions["compute"] = (peaks.fraction(name, tflops, dtype, recorded=peak_fraction(stored, name)),
+                                        name)
             fractions = {side: f for side, f in fractions.items() if f[0] is not None}  # no peak, no %
             if fractions:
                 bound = max(fractions, key=lambda side: fractions[side][0])  # the nearer roofline side
