@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .core.records import Result
 from .core.units import plural
@@ -63,15 +63,23 @@ class Spent:
     what each later one cost beyond its tests (`process_cost_s`), and all of them together;
     `first_beyond_s`: what round 1's cost beyond their tests, where their results say what each test
     cost in all and the tests ran one at a time (None otherwise: the tests' own work, or the time
-    pytest-xdist's workers ran side by side, would count as the process's); `later_first_call_s`: the
-    longest first call of a test in a later process (the process's first `torch.compile` or flex call,
-    which lands on whichever test runs first)."""
+    pytest-xdist's workers ran side by side, would count as the process's); `later_first_calls`: each
+    test's longest first call in a later process (one of them holds the process's first
+    `torch.compile` or flex call, which lands on whichever test runs first)."""
 
     first_s: tuple[float, float]
     later_s: tuple[float, ...]
     total_s: float
     first_beyond_s: tuple[float, float] | None = None
-    later_first_call_s: float = 0.0
+    later_first_calls: Mapping[str, float] = field(default_factory=dict)
+
+    def moved_first_call_s(self, select: Sequence[str]) -> float:
+        """What a later process pays in first calls beyond its tests' own costs: the longest first call
+        a test outside `select` paid in a later process (a selected test's cost already holds its
+        own; tests keep their order, so it pays again), at most LATER_PROCESS_S."""
+        chosen = set(select)
+        moved = (s for k, s in self.later_first_calls.items() if k not in chosen)
+        return min(max(moved, default=0.0), LATER_PROCESS_S)
 
     @classmethod
     def of(cls, sides: Sequence[tuple[Sequence[float], Sequence[Mapping[str, Result]]]]) -> Spent:
@@ -82,10 +90,13 @@ class Spent:
         firsts = ((base_s[0], base_rounds[0]), (head_s[0], head_rounds[0]))
         left = tuple(s - sum(cost_of(r) for r in measured.values()) for s, measured in firsts)
         told = all(r.test_s is not None for _, measured in firsts for r in measured.values()) and min(left) >= 0
-        first_call_s = max((r.first_call_s or 0.0 for _, rounds in sides for measured in rounds[1:]
-                            for r in measured.values()), default=0.0)
+        first_calls: dict[str, float] = {}
+        for _, rounds in sides:
+            for measured in rounds[1:]:
+                for k, r in measured.items():
+                    first_calls[k] = max(first_calls.get(k, 0.0), r.first_call_s or 0.0)
         return cls((base_s[0], head_s[0]), later, sum(sum(seconds) for seconds, _ in sides), left if told else None,
-                   first_call_s)
+                   first_calls)
 
 
 def cost_of(result: Result) -> float:
@@ -131,8 +142,8 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
                cost_s: Mapping[str, float]) -> tuple[list[str], list[str], str | None]:
     """(the tests the next round measures within `budget`, those it leaves out, a line saying so or
     None). Each process is taken to cost what the costliest later one so far cost beyond its tests,
-    plus the longest first call a later process paid: that first call moves to whichever test runs
-    first, so the tests' own latest costs need not hold it (docs/gate.md). Before a later process has
+    plus the first call that may move to one of its tests (`Spent.moved_first_call_s`: the process's
+    first `torch.compile` lands on whichever test runs first; docs/gate.md). Before a later process has
     run: LATER_PROCESS_S, or less where a plain run or the cheaper of round 1's processes beyond its
     tests is less (round 1 may also have paid a cold compile cache, the node gap's measurement or a
     counting pass, which a later process does not). `within` picks."""
@@ -140,7 +151,7 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
     limit_s = budget.limit_s(plain_s)
     left_s = limit_s - spent.total_s
     if spent.later_s:
-        fixed_s = max(spent.later_s) + spent.later_first_call_s
+        fixed_s = max(spent.later_s) + spent.moved_first_call_s(select)
     else:
         fixed_s = min(LATER_PROCESS_S, plain_s, *(spent.first_beyond_s or ()))
     kept, dropped = within(select, required, left_s, fixed_s, cost_s)

@@ -270,18 +270,24 @@ def test_round_1_beyond_its_tests_never_raises_a_later_process_above_the_constan
         assert ab_budget.next_round(Budget.parse("2.5x"), spent, sorted(tests), set(), tests)[0] == []
 
 
-def test_a_later_process_is_planned_with_the_first_call_it_paid() -> None:
-    """Round 2's processes (20 s each) spent 15 s in their tests, one test paying the process's first
-    torch.compile (3 s of its 4 s). That first call lands on some test of round 3 too: with 20 s left
-    each process is taken at 5 + 3 s, so two 1 s tests fit (2 x (8 + 2) = 20), not all four."""
+def test_a_later_process_is_planned_with_the_first_call_that_moves_to_its_tests() -> None:
+    """Round 2's processes (20 s each) spent 15 s in their tests, t::compiled paying the process's first
+    torch.compile (3 s of its 4 s). Without it in round 3 that first call lands on another test: with
+    20 s left each process is taken at 5 + 3 s, so two 1 s tests fit (2 x (8 + 2) = 20), not all four.
+    Where t::compiled is a candidate, its own 4 s holds the first call (tests keep their order, so it
+    pays again): each process is taken at 5 s, and the four 1 s tests fit, not t::compiled too."""
     tests = {f"t::u{i}": 1.0 for i in range(4)}
     later = _results({"t::compiled": 4.0, "t::rest": 7.0} | tests)
     later["t::compiled"] = replace(later["t::compiled"], first_call_s=3.0)
     spent = ab_budget.Spent.of([([50.0, 20.0], [_results({"t::rest": 45.0}), later]),
                                 ([50.0, 20.0], [_results({"t::rest": 45.0}), later])])
-    assert spent.later_s == (5.0, 5.0) and spent.later_first_call_s == 3.0 and spent.total_s == 140.0
+    assert spent.later_s == (5.0, 5.0) and spent.total_s == 140.0
+    assert spent.moved_first_call_s(sorted(tests)) == 3.0 and spent.moved_first_call_s(["t::compiled"]) == 0.0
     kept, dropped, _ = ab_budget.next_round(Budget.parse("160s"), spent, sorted(tests), set(), tests)
     assert kept == ["t::u0", "t::u1"] and dropped == ["t::u2", "t::u3"]
+    costs = tests | {"t::compiled": 4.0}
+    kept, dropped, _ = ab_budget.next_round(Budget.parse("160s"), spent, ["t::compiled", *sorted(tests)], set(), costs)
+    assert kept == sorted(tests) and dropped == ["t::compiled"]  # 2 x (5 + 4) = 18; + 2 x 4 would be 26
 
 
 def test_a_round_within_budget_keeps_changes_and_adds_the_cheapest_unsure_tests() -> None:
