@@ -4,8 +4,8 @@ alternating pytest processes, each test judged from its rounds (the recommended 
 BASE is checked out with `git worktree` into a temporary folder. Round 1 runs every selected test
 on each side (base first); later rounds run, in the other order (base, head, head, base, ...), only
 the tests still `unsure` and the `slower` or `faster` ones that each side has not yet measured
-CONFIRMING_ROUNDS times, so that clocks, power and placement fall on both sides alike (on several
-GPUs, ab_gpus.py runs this on each GPU for its part of the tests). Each side's
+CONFIRMING_ROUNDS times (unsure ones within a `Budget`: ab_budget.py), so that clocks, power and
+placement fall on both sides alike (ab_gpus.py runs this on each GPU for its part of the tests). Each side's
 medians, one per process, are compared by the same noise model as a baseline's recordings
 (`core.noise`), with the prior for two sides measured on one machine. Both sides are measured by
 the plugin installed in this environment: only the code under test differs.
@@ -209,7 +209,7 @@ class AbRun:
     #: Count hardware counters in each side's first round (--gpuperf-counters); counts repeat, so
     #: one pass a side is enough.
     counters: bool = False
-    #: How long the A/B may run (--budget); None: as long as its rounds take.
+    #: How long the A/B may run (--budget; the CLI's default: ab_budget.DEFAULT_BUDGET); None: no limit.
     budget: Budget | None = None
 
     def measure(self, side: Side, cwd: Path, work: Path, index: int, plan: Plan) -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a host of two GPUs, from the repo root: commit the working tree as the base (the copy's .git is
-# older), then the A/B of identical revisions `gpuperf ab HEAD --rounds 3 -- perf_tests -k "$K"`
+# older), then the A/B of identical revisions `gpuperf ab HEAD --rounds 3 --budget none -- perf_tests -k "$K"`
 # (K defaults to 'elu or softmax') on one GPU (--gpus 1) and on both (--gpus 2), after a plain run of
 # the same tests on GPU 0 for the cost ratio (PLAIN=0 leaves it out; it runs first, so the A/B runs
 # find the compile caches warm). GPUS="2" runs only the two-GPU A/B. Writes each run's log and JSON,
@@ -22,7 +22,7 @@ if [ "${PLAIN:-1}" != 0 ]; then
     --gpuperf-no-compare --gpuperf-json="$OUT/plain.json"
 fi
 for n in ${GPUS:-1 2}; do
-  timed "ab-gpus$n" gpuperf ab HEAD --rounds 3 --gpus "$n" --json "$OUT/ab-gpus$n.json" -- perf_tests -k "$K" -q \
+  timed "ab-gpus$n" gpuperf ab HEAD --rounds 3 --budget none --gpus "$n" --json "$OUT/ab-gpus$n.json" -- perf_tests -k "$K" -q \
     -p no:randomly
   grep -E "tests on|after round|pytest processes|s wall|in the (base|head)'s" "$OUT/ab-gpus$n.log" >> "$OUT/summary.txt"
 done

@@ -4,7 +4,7 @@
 # A/B outlasts one 600 s device command; ab_cost_gpus.sh runs a quarter on each of four GPUs). A
 # plain run first fills the compile caches, as a CI runner with a cache would have them (WARMED=1:
 # an earlier run did); then the A/B; then the plain run again, warm, which the A/B is compared with.
-# AB_ARGS: more `gpuperf ab` options (e.g. "--budget none"). CC=DIR: every run keeps its compile caches
+# AB_ARGS: `gpuperf ab` options (ab_device.sh's default: "--budget none"; "--budget 2.5x" for the CLI's). CC=DIR: every run keeps its compile caches
 # in DIR (--gpuperf-compile-cache; a folder carried from an earlier command, so WARMED=1 holds on a
 # fresh machine). WARM_S=0: no plain run after the A/B (the whole suite's A/B and a plain run outlast
 # one device command; the budget's plain run is then round 1's mean).
