@@ -5,8 +5,8 @@ BASE is checked out with `git worktree` into a temporary folder. Round 1 runs ev
 on each side (base first); later rounds run, in the other order (base, head, head, base, ...), only
 the tests still `unsure` and the `slower` or `faster` ones that each side has not yet measured
 CONFIRMING_ROUNDS times (unsure ones within a `Budget`: ab_budget.py), so that clocks, power and
-placement fall on both sides alike (ab_gpus.py runs this on each GPU for its part of the tests). Each side's
-medians, one per process, are compared by the same noise model as a baseline's recordings
+placement fall on both sides alike (ab_gpus.py runs this on each GPU for its part of the tests).
+Each side's medians, one per process, are compared by the same noise model as a baseline's recordings
 (`core.noise`), with the prior for two sides measured on one machine. Both sides are measured by
 the plugin installed in this environment: only the code under test differs.
 """

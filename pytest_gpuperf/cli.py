@@ -458,8 +458,8 @@ def _parser() -> _Parser:
                                   "if something got slower",
                        description="Check out BASE (a git revision) in a temporary worktree and run `pytest --gpuperf` "
                                    "there and in the working tree in alternating processes (base, head, head, base, "
-                                   "...); every round after the first measures only the tests still undecided that fit --budget. Each "
-                                   "test is judged from its rounds. Exit 0: nothing slower, 1: something slower or a "
+                                   "...); every round after the first measures only the tests still undecided that "
+                                   "fit --budget. Each test is judged from its rounds. Exit 0: nothing slower, 1: something slower or a "
                                    "test failed in the working tree, 2: bad input. Arguments after -- go to pytest.")
     a.add_argument("base", metavar="BASE", help="the git revision to compare with, e.g. origin/main")
     a.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,

@@ -248,7 +248,8 @@ def test_the_first_later_round_is_planned_with_what_round_1_cost_beyond_its_test
     spent = ab_budget.Spent.of([([50.0], [base_round]), ([50.0], [head_round])])
     assert spent.first_beyond_s == (4.0, 5.0) and spent.later_s == ()
     kept, dropped, said = ab_budget.next_round(Budget.parse("2.5x"), spent, sorted(tests), set(), tests)
-    assert len(kept) == 8 and len(dropped) == 4 and "has 25 s left; --budget none measures them" in said  # 2 x (4 + 8 x 1) = 24
+    # 2 x (4 + 8 x 1) = 24 of the 25 s left
+    assert len(kept) == 8 and len(dropped) == 4 and "has 25 s left; --budget none measures them" in said
     untold = ab_budget.Spent.of([([50.0], [_results({"t::rest": 34.0} | tests, told=False)]),
                                  ([50.0], [_results({"t::rest": 33.0} | tests, told=False)])])
     assert untold.first_beyond_s is None
