@@ -4,18 +4,28 @@
 # A/B outlasts one 600 s device command; ab_cost_gpus.sh runs a quarter on each of four GPUs). A
 # plain run first fills the compile caches, as a CI runner with a cache would have them (WARMED=1:
 # an earlier run did); then the A/B; then the plain run again, warm, which the A/B is compared with.
-# AB_ARGS: `gpuperf ab` options (ab_device.sh's default: "--budget none"; "--budget 2.5x" for the CLI's). CC=DIR: every run keeps its compile caches
+# AB_ARGS: `gpuperf ab` options (ab_device.sh's default: "--budget none"; "--budget 2.5x" for the CLI's). COMPILE_CACHE=DIR: every run keeps its compile caches
 # in DIR (--gpuperf-compile-cache; a folder carried from an earlier command, so WARMED=1 holds on a
 # fresh machine). WARM_S=0: no plain run after the A/B (the whole suite's A/B and a plain run outlast
 # one device command; the budget's plain run is then round 1's mean).
 set -uo pipefail
-files="${FILES:-perf_tests}${CC:+ --gpuperf-compile-cache $CC}"
+files="${FILES:-perf_tests}${COMPILE_CACHE:+ --gpuperf-compile-cache $COMPILE_CACHE}"
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/gpuperf-pycache} PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 [ -n "${SKIP_INSTALL:-}" ] || python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 export SKIP_INSTALL=1  # ab_device.sh's setup.sh: installed already
 plain() { timeout "$1" python -m pytest $files --gpuperf -q -p no:randomly -p no:cacheprovider > "$OUT/$2.log" 2>&1; }
+# A carried cache's CUDA C++ builds can read stale on another host (its image's headers newer than the
+# objects), and torch rebuilds them in whichever process loads one first: build them before the clock.
+[ -z "${WARMED:-}" ] || [ -z "${COMPILE_CACHE:-}" ] || python - "$COMPILE_CACHE" <<'PY'
+import os, sys
+from pytest_gpuperf.plugin.compile_cache import folders
+os.environ.update({variable: os.path.join(sys.argv[1], sub) for variable, sub in folders()})
+from kernels import cuda_ext
+cuda_ext.prebuild([path.stem for path in cuda_ext.CUDA_DIR.glob("*.cu")])
+cuda_ext.finish_builds()
+PY
 t0=$(date +%s); [ -n "${WARMED:-}" ] || plain "${COLD_S:-160}" cold; t1=$(date +%s)
 mkdir -p "$OUT/ab"  # ab_device.sh packs its own folder into one archive on exit
 OUT="$OUT/ab" timeout "${AB_S:-300}" bash docs/ab-check/ab_device.sh identical $files -q -p no:randomly > "$OUT/ab.log" 2>&1
