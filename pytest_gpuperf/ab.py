@@ -15,16 +15,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as _dt
-import os
-import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .ab_checkout import AbError, base_checkout, git, pytest_args_for
 from .ab_budget import Budget, Spent, latest_cost_s, left_out_note, left_out_said, next_round
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import merge_all
@@ -41,16 +39,6 @@ from .store.results import load_recording
 DEFAULT_ROUNDS = 3
 #: Failed tests the report names; more are counted.
 NAMED_FAILURES = 10
-#: Options `gpuperf ab` gives each round itself; among the pytest arguments they are refused.
-OWN_OPTIONS = ("--gpuperf-save", "--gpuperf-json", "--gpuperf-markdown", "--gpuperf-ab-plan", "--gpuperf-no-compare",
-               "--gpuperf-baseline-dir")
-
-
-_failed_count, _failed_tests = failed_count, failed_tests  # their names before ab_process.py
-
-
-class AbError(Exception):
-    """Bad input or a side that could not be measured: one line, exit status 2."""
 
 
 class AbIncomplete(AbError):
@@ -60,6 +48,11 @@ class AbIncomplete(AbError):
     def __init__(self, message: str, verdicts: dict[str, Verdict], base: Side, head: Side):
         super().__init__(message)
         self.verdicts, self.base, self.head = verdicts, base, head
+
+
+class AbInterrupted(AbIncomplete):
+    """Ctrl-C or SIGTERM (a CI job's time limit) after round 1: the report still shows and writes
+    what the complete rounds decided, and the exit status says the run was cut short."""
 
 
 @dataclass
@@ -131,69 +124,6 @@ def _less(record: Result, offset_ms: float) -> Result:
     cost, so the record no longer claims it (slow_replay_us) and the verdict does not excuse it again."""
     median = record.stats.median_ms - offset_ms
     return replace(record, stats=replace(record.stats, median_ms=median), slow_replay_us=None) if median > 0 else record
-
-
-def git(args: Sequence[str], cwd: Path) -> str:
-    """Run git, returning its stdout; AbError with git's own message when it fails."""
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise AbError("gpuperf ab needs the git command on PATH") from None
-    if proc.returncode != 0:
-        message = (proc.stderr or proc.stdout).strip().splitlines()
-        raise AbError(f"git {' '.join(args)}: {message[-1] if message else f'exit {proc.returncode}'}")
-    return proc.stdout.strip()
-
-
-@contextlib.contextmanager
-def base_checkout(repo: Path, revision: str) -> Iterator[tuple[Path, str]]:
-    """A detached worktree of `revision`, removed afterwards; yields (its root, the commit)."""
-    try:
-        commit = git(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], repo)
-    except AbError:
-        raise AbError(f"BASE {revision!r} is not a commit of the repository at {repo}") from None
-    holder = Path(tempfile.mkdtemp(prefix="gpuperf-ab-"))
-    root = holder / "base"
-    try:
-        git(["worktree", "add", "--detach", "--quiet", str(root), commit], repo)
-        yield root, commit
-    finally:
-        with contextlib.suppress(AbError):
-            git(["worktree", "remove", "--force", str(root)], repo)
-        shutil.rmtree(holder, ignore_errors=True)
-        with contextlib.suppress(AbError):
-            git(["worktree", "prune"], repo)
-
-
-#: Options naming a folder both sides share: made absolute, or the base's would be in its temporary checkout.
-SHARED_FOLDERS = ("--gpuperf-compile-cache",)
-
-
-def pytest_args_for(args: Sequence[str], repo: Path, cwd: Path) -> list[str]:
-    """The pytest arguments both sides can take: a path inside the repository is made relative to
-    `cwd`, so the base side reads its own checkout's file; a SHARED_FOLDERS folder is made absolute.
-    Options `gpuperf ab` sets are refused."""
-    out = []
-    folder_next = False
-    for arg in args:
-        option, equals, value = arg.partition("=")
-        if folder_next or (option in SHARED_FOLDERS and equals):
-            out.append(os.path.abspath(os.path.join(cwd, arg)) if folder_next else
-                       f"{option}={os.path.abspath(os.path.join(cwd, value))}")
-            folder_next = False
-            continue
-        folder_next = option in SHARED_FOLDERS
-        if option in ("--gpuperf-counters", "--gpuperf-counter-pass", "--gpuperf-count-undecided"):
-            raise AbError(f"{option}: give gpuperf ab --counters instead (it counts in each side's first round)")
-        if option in OWN_OPTIONS:
-            raise AbError(f"{option}: gpuperf ab sets it for each round itself; leave it out of the pytest arguments")
-        path, sep, rest = arg.partition("::")
-        if not arg.startswith("-") and Path(path).is_absolute():
-            with contextlib.suppress(ValueError):
-                Path(path).resolve().relative_to(repo)
-                arg = os.path.relpath(Path(path).resolve(), cwd) + sep + rest
-        out.append(arg)
-    return out
 
 
 @dataclass
@@ -455,35 +385,44 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
     given_up: set[str] = set()  # unsure tests more rounds could not decide (`undecided`)
     over_budget: set[str] = set()  # unsure tests --budget left out: never measured again after that
     plan = Plan(select=select)
-    for index in range(max(run.rounds, 1)):
-        for side in ((base, head) if index % 2 == 0 else (head, base)):
-            try:
-                run.measure(side, side.root / co.relative, co.work, index, plan)
-            except AbError as exc:
-                if not verdicts:
-                    raise
-                raise AbIncomplete(f"{exc} (round {index + 1}; the report holds the rounds before it)",
-                                   verdicts, _rounds_before(base, index), _rounds_before(head, index)) from None
-            if not plan.methods:  # every later process times each test as the base's first did
-                plan.methods = first_methods(base)
-        if stored is None:
-            stored = spreads(head.device or base.device)
-        verdicts = judge_sides(base, head, stored)
-        plan.select, hopeless = undecided(verdicts, base, head, run.rounds, stored)
-        run.say(f"gpuperf ab: after round {index + 1}: {counts_text(verdicts)}")
-        newly = [k for k in hopeless if k not in given_up]
-        given_up.update(newly)
-        if newly and index + 1 < run.rounds:
-            run.say(f"gpuperf ab: {plural(len(newly), 'unsure test')} not measured again: noise beyond "
-                    f"{'its' if len(newly) == 1 else 'their'} threshold even at {run.rounds} rounds a side")
-        if run.budget is not None and plan.select and index + 1 < run.rounds:
-            plan.select, dropped = _within_budget(run, [k for k in plan.select if k not in over_budget],
-                                                  verdicts, base, head)
-            over_budget.update(dropped)
-        if not plan.select:
-            break
-        if index + 1 < run.rounds:
-            run.say(f"gpuperf ab: measuring {plural(len(plan.select), 'undecided test')} again")
+    judged = 0  # the rounds `verdicts` were judged from
+    try:
+        for index in range(max(run.rounds, 1)):
+            for side in ((base, head) if index % 2 == 0 else (head, base)):
+                try:
+                    run.measure(side, side.root / co.relative, co.work, index, plan)
+                except AbError as exc:
+                    if not verdicts:
+                        raise
+                    raise AbIncomplete(f"{exc} (round {index + 1}; the report holds the rounds before it)",
+                                       verdicts, _rounds_before(base, index), _rounds_before(head, index)) from None
+                if not plan.methods:  # every later process times each test as the base's first did
+                    plan.methods = first_methods(base)
+            if stored is None:
+                stored = spreads(head.device or base.device)
+            verdicts = judge_sides(base, head, stored)
+            judged = index + 1
+            plan.select, hopeless = undecided(verdicts, base, head, run.rounds, stored)
+            run.say(f"gpuperf ab: after round {index + 1}: {counts_text(verdicts)}")
+            newly = [k for k in hopeless if k not in given_up]
+            given_up.update(newly)
+            if newly and index + 1 < run.rounds:
+                run.say(f"gpuperf ab: {plural(len(newly), 'unsure test')} not measured again: noise beyond "
+                        f"{'its' if len(newly) == 1 else 'their'} threshold even at {run.rounds} rounds a side")
+            if run.budget is not None and plan.select and index + 1 < run.rounds:
+                plan.select, dropped = _within_budget(run, [k for k in plan.select if k not in over_budget],
+                                                      verdicts, base, head)
+                over_budget.update(dropped)
+            if not plan.select:
+                break
+            if index + 1 < run.rounds:
+                run.say(f"gpuperf ab: measuring {plural(len(plan.select), 'undecided test')} again")
+    except KeyboardInterrupt:
+        if not verdicts:
+            raise
+        raise AbInterrupted(f"interrupted in round {judged + 1}; the report holds the rounds before it",
+                            left_out_said(verdicts, over_budget), _rounds_before(base, judged),
+                            _rounds_before(head, judged)) from None
     return left_out_said(verdicts, over_budget)
 
 

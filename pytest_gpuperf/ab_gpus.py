@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .ab import AbError, AbIncomplete, AbRun, Checkout, Side, alternate, checkout, counts_text, stored_spreads
+from .ab import AbError, AbIncomplete, AbInterrupted, AbRun, Checkout, Side, alternate, checkout, counts_text, stored_spreads
 from .ab_process import PYTEST_NO_TESTS, only_in_head, stop_children
 from .core.shards import partition
 from .core.units import plural
@@ -115,7 +115,8 @@ class Part:
 def compare_on_gpus(run: AbRun, cwd: Path, revision: str, gpus: Sequence[str]) -> tuple[dict, Side, Side]:
     """`ab.compare_revisions` with the tests split between `gpus` (CUDA_VISIBLE_DEVICES values, two
     or more); returns the merged verdicts and sides. AbError where nothing could be judged; AbIncomplete
-    (with what the parts decided) where a part stopped after its first round."""
+    (with what the parts decided) where a part stopped after its first round; AbInterrupted likewise
+    on Ctrl-C or SIGTERM."""
     started = time.perf_counter()
     stop = threading.Event()
     with checkout(run, cwd, revision) as co:
@@ -129,11 +130,19 @@ def compare_on_gpus(run: AbRun, cwd: Path, revision: str, gpus: Sequence[str]) -
                 f"({', '.join(f'{g}: {len(p)}' for g, p in zip(gpus, split))}), split by recorded time")
         parts = [Part(gpu, part, *co.sides(gpu), verdicts={}) for gpu, part in zip(gpus, split) if part]
         spreads, first = _shared_spreads(co, run.say), threading.Lock()
-        _in_threads([lambda part=part: _run_part(run, co, part, stop, first, spreads) for part in parts], stop)
+        interrupted = False
+        try:
+            _in_threads([lambda part=part: _run_part(run, co, part, stop, first, spreads) for part in parts], stop)
+        except KeyboardInterrupt:  # each part stopped after its last whole round (`_run_part`)
+            interrupted = True
     verdicts = {k: v for part in parts for k, v in part.verdicts.items()}
     base, head = Side.merged([p.base for p in parts]), Side.merged([p.head for p in parts])
     run.say(f"gpuperf ab: {plural(len(parts), 'GPU')} in {time.perf_counter() - started:.0f} s wall; "
             f"all GPUs: {counts_text(verdicts)}")
+    if interrupted:
+        if not verdicts:
+            raise KeyboardInterrupt
+        raise AbInterrupted("interrupted; the report holds each GPU's rounds before it", verdicts, base, head)
     failed = next((p for p in parts if p.first_failure), None)
     if failed is not None:
         if not verdicts:

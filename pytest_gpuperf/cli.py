@@ -37,6 +37,8 @@ from .store.peak_cache import DEFAULT_CACHE_DIR
 EXIT_OK = 0
 EXIT_SLOWER = 1
 EXIT_BAD_INPUT = 2
+#: Ctrl-C or SIGTERM, as a shell reports an interrupted command (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 
 class _UsageError(Exception):
@@ -301,7 +303,7 @@ def _cmd_ab(args) -> int:
 
     import pytest
 
-    from .ab import AbError, AbIncomplete, AbRun, compare_revisions, report
+    from .ab import AbError, AbIncomplete, AbInterrupted, AbRun, compare_revisions, report
     from .ab_gpus import choose_gpus, compare_on_gpus, visible_gpus
     from .plugin.outputs import check_outputs
 
@@ -348,6 +350,9 @@ def _cmd_ab(args) -> int:
     except AbIncomplete as exc:  # what the complete rounds decided is shown and written, then the error
         report(exc.verdicts, exc.base, exc.head, width=_width(), json_path=args.json, markdown_path=args.markdown,
                incomplete=str(exc))
+        if isinstance(exc, AbInterrupted):
+            print(f"gpuperf ab: {exc}", file=sys.stderr)
+            return EXIT_INTERRUPTED
         print(f"gpuperf ab: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except AbError as exc:
@@ -523,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpuperf: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `gpuperf show | head` closed the pipe: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK

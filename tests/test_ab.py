@@ -2,16 +2,20 @@
 (base, head, head, base), undecided tests measured again, the base worktree removed afterwards."""
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import replace
+import os
 import re
+import signal
 import subprocess
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuperf import ab, cli
-from pytest_gpuperf import ab_budget
+from pytest_gpuperf import ab_budget, ab_process
 from pytest_gpuperf.ab_budget import Budget, within
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import results as results_store
@@ -536,6 +540,43 @@ def test_a_base_failing_after_the_heads_round_leaves_both_sides_at_the_rounds_be
     assert caught.value.head.combined()["t::a"].history == [1.3]
 
 
+def test_sigterm_after_round_1_still_reports_and_writes_the_rounds_before(repo: Path, monkeypatch, capsys) -> None:
+    """A CI job's time limit (SIGTERM) in the head's second process: the table, JSON and Markdown of
+    round 1 are written, the base checkout is removed, and the exit status is 130."""
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::slow": 1.0, "t::same": 1.0}, "head": {"t::slow": 1.3, "t::same": 1.0}}
+    calls: list = []
+    fake = fake_runner(medians, calls)
+
+    def cancelled(args: list[str], cwd: Path, log: Path) -> int:
+        if len(calls) == 2:  # round 2's first process: the job is cancelled while it runs
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+        return fake(args, cwd, log)
+
+    monkeypatch.setattr(ab, "AbRun", functools.partial(ab.AbRun, runner=cancelled))
+    monkeypatch.chdir(repo)
+    before = signal.getsignal(signal.SIGTERM)
+    code = cli.main(["ab", "HEAD", "--json", str(repo / "ab.json"), "--markdown", str(repo / "ab.md"), "--", "-q"])
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_INTERRUPTED and len(calls) == 2
+    assert "gpuperf ab: interrupted in round 2; the report holds the rounds before it" in err
+    assert "2 tests: " in out and "incomplete run: interrupted in round 2" in out
+    assert "**incomplete run: interrupted in round 2" in (repo / "ab.md").read_text()
+    assert {b["name"] for b in json.loads((repo / "ab.json").read_text())["benchmarks"]} == {"t::slow", "t::same"}
+    assert signal.getsignal(signal.SIGTERM) == before and worktrees(repo) == 1
+
+
+def test_an_interrupt_in_round_1_leaves_nothing_to_report(repo: Path, monkeypatch, capsys) -> None:
+    def interrupted(args: list[str], cwd: Path, log: Path) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ab, "AbRun", functools.partial(ab.AbRun, runner=interrupted))
+    monkeypatch.chdir(repo)
+    code = cli.main(["ab", "HEAD", "--json", str(repo / "ab.json"), "--", "-q"])
+    assert code == cli.EXIT_INTERRUPTED and not (repo / "ab.json").exists() and worktrees(repo) == 1
+
+
 def test_a_plan_runs_only_its_tests_and_a_bad_plan_names_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_two="def test_a(gpu_benchmark):\n    gpu_benchmark(abs, 1)\n\n"
                                  "def test_b(gpu_benchmark):\n    gpu_benchmark(abs, 2)\n")
@@ -590,7 +631,7 @@ def test_an_unwritable_output_is_refused_before_any_round(repo: Path, monkeypatc
 def test_failed_counts_add_failures_and_errors(tmp_path: Path) -> None:
     log = tmp_path / "log"
     log.write_text("== 2 passed, 1 failed, 3 errors in 1.0s ==\n")
-    assert ab._failed_count(log) == 4
+    assert ab_process.failed_count(log) == 4
 
 
 def test_a_test_failing_in_the_working_tree_is_named(repo: Path, capsys) -> None:
@@ -610,7 +651,7 @@ def test_failed_tests_are_read_from_the_short_summary_only(tmp_path: Path) -> No
                    "FAILED test_a.py::test_x[a b] - AssertionError: no\n"
                    "ERROR test_a.py::test_y\n"
                    "== 1 failed, 1 error in 1.0s ==\n")
-    assert ab._failed_tests(log) == ["test_a.py::test_x[a b]", "test_a.py::test_y"]
+    assert ab_process.failed_tests(log) == ["test_a.py::test_x[a b]", "test_a.py::test_y"]
 
 
 def test_a_sides_rounds_combine_their_throttle_reasons_and_clocks() -> None:

@@ -3,6 +3,7 @@ CUDA_VISIBLE_DEVICES names: the split covers every test once, each GPU alternate
 no two processes share a GPU, and the parts merge into one report and one exit status."""
 from __future__ import annotations
 
+import _thread
 import json
 import subprocess
 import threading
@@ -163,6 +164,30 @@ def test_a_gpu_failing_after_its_first_round_stops_the_others_and_keeps_the_roun
     assert str(exc).startswith("GPU 1: head (working tree): pytest exited with status -11")
     assert "the other GPUs stopped after their last whole round" in str(exc)
     assert set(exc.verdicts) == set(TESTS)  # both GPUs' first rounds are judged
+    assert all(len(p.rounds) == 1 for p in exc.head.parts if p.gpu == "1")
+
+
+def test_an_interrupt_stops_every_gpu_and_keeps_their_rounds_before(repo: Path) -> None:
+    """Ctrl-C while GPU 1's head runs its second process: that process is stopped (status -15), GPU 0
+    starts nothing more, and what both GPUs' complete rounds decided comes back with the interrupt."""
+    medians = {"base": {i: 1.0 for i in TESTS}, "head": {i: [1.0, 1.2, 1.2] if i == "t::k0" else 1.0 for i in TESTS}}
+    medians["head"]["t::k1"] = [1.3, 1.3, 1.3]
+    host = FakeHost(medians, costs={"t::k0": 9.0, "t::k1": 8.0})
+
+    def interrupted(args: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> int:
+        second = any(c["gpu"] == "1" and c["side"] == "head" for c in host.on("1"))
+        if (env or {}).get("CUDA_VISIBLE_DEVICES") == "1" and (cwd / "HEAD_MARK").exists() and second:
+            _thread.interrupt_main()  # as a signal reaches the main thread, which stops the children
+            time.sleep(1)
+            log.write_text("Terminated\n")
+            return -15
+        return host(args, cwd, log, env)
+
+    run = ab.AbRun(["-q"], rounds=3, runner=interrupted, say=lambda line: None)
+    with pytest.raises(ab.AbInterrupted, match="interrupted; the report holds each GPU's rounds before it") as caught:
+        ab_gpus.compare_on_gpus(run, repo, "HEAD", ["0", "1"])
+    exc = caught.value
+    assert set(exc.verdicts) == set(TESTS) and exc.verdicts["t::k1"].time == "slower"
     assert all(len(p.rounds) == 1 for p in exc.head.parts if p.gpu == "1")
 
 

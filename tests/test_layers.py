@@ -19,7 +19,8 @@ MAX_LINES = 550
 #: Layer rank of each first name under the package; a module may import its own rank or lower, but
 #: not a sibling of its rank with another name unless both are top-level entry points.
 RANKS = {"core": 0, "measure": 1, "store": 1, "report": 2, "plugin": 3, "cli": 3, "ab": 3, "ab_process": 3,
-         "ab_budget": 3, "ab_gpus": 3}
+         "ab_budget": 3, "ab_gpus": 3,
+         "ab_checkout": 3}
 TOP_RANK = 3
 
 
