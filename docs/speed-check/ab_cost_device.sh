@@ -16,8 +16,8 @@ mkdir -p "$OUT"
 [ -n "${SKIP_INSTALL:-}" ] || python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 export SKIP_INSTALL=1  # ab_device.sh's setup.sh: installed already
 plain() { timeout "$1" python -m pytest $files --gpuperf -q -p no:randomly -p no:cacheprovider > "$OUT/$2.log" 2>&1; }
-# A carried cache's CUDA C++ builds can read stale on another host (its image's headers newer than the
-# objects), and torch rebuilds them in whichever process loads one first: build them before the clock.
+# ninja can find a carried cache's CUDA C++ builds out of date on another host, and torch then rebuilds
+# them in whichever process loads one first: build them before the clock.
 [ -z "${WARMED:-}" ] || [ -z "${COMPILE_CACHE:-}" ] || python - "$COMPILE_CACHE" <<'PY'
 import os, sys
 from pytest_gpuperf.plugin.compile_cache import folders
