@@ -16,13 +16,12 @@ import collections
 import contextlib
 import datetime as _dt
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .ab_checkout import AbError, base_checkout, git, pytest_args_for
+from .ab_checkout import AbError, base_checkout, git, pytest_args_for, rounds_folder
 from .ab_budget import Budget, Spent, latest_cost_s, left_out_note, left_out_said, next_round
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import merge_all
@@ -141,6 +140,8 @@ class AbRun:
     counters: bool = False
     #: How long the A/B may run (--budget; the CLI's default: ab_budget.DEFAULT_BUDGET); None: no limit.
     budget: Budget | None = None
+    #: Where every process's log, results JSON and plan are kept (--logs); None: a temporary folder.
+    logs: Path | None = None
 
     def measure(self, side: Side, cwd: Path, work: Path, index: int, plan: Plan) -> None:
         """One pytest process of `side`; its results become the side's next round."""
@@ -357,12 +358,11 @@ def checkout(run: AbRun, cwd: Path, revision: str) -> Iterator[Checkout]:
     repo = Path(git(["rev-parse", "--show-toplevel"], cwd)).resolve()
     relative = Path(cwd).resolve().relative_to(repo)
     run.pytest_args = pytest_args_for(run.pytest_args, repo, Path(cwd).resolve())
-    with base_checkout(repo, revision) as (base_root, commit), \
-            tempfile.TemporaryDirectory(prefix="gpuperf-ab-runs-") as tmp:
+    with base_checkout(repo, revision) as (base_root, commit), rounds_folder(run.logs) as work:
         if not (base_root / relative).is_dir():
             raise AbError(f"{relative} does not exist at {revision} ({commit[:10]}): run gpuperf ab from a "
                           f"directory both revisions have")
-        yield Checkout(repo, relative, revision, commit, base_root, Path(tmp),
+        yield Checkout(repo, relative, revision, commit, base_root, work,
                        _in_base(run.baseline_dir, cwd, repo, base_root))
 
 

@@ -1,5 +1,5 @@
 """Where `gpuperf ab`'s two sides run: BASE checked out with `git worktree` into a temporary folder,
-and the pytest arguments made fit for both checkouts."""
+the pytest arguments made fit for both checkouts, and the folder the rounds' files go to."""
 from __future__ import annotations
 
 import contextlib
@@ -80,3 +80,15 @@ def pytest_args_for(args: Sequence[str], repo: Path, cwd: Path) -> list[str]:
                 arg = os.path.relpath(Path(path).resolve(), cwd) + sep + rest
         out.append(arg)
     return out
+
+
+@contextlib.contextmanager
+def rounds_folder(keep: Path | None) -> Iterator[Path]:
+    """Where each pytest process's log, results JSON and plan go: `keep` (--logs, made if missing),
+    where they stay after the run, else a temporary folder removed with it."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep.resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="gpuperf-ab-runs-") as tmp:
+        yield Path(tmp)

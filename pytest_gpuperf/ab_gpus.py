@@ -199,26 +199,30 @@ def _in_threads(jobs: list[Callable[[], object]], stop: threading.Event) -> list
     stopped until the threads end."""
     results: list = [None] * len(jobs)
     errors: list[BaseException | None] = [None] * len(jobs)
+    # Each job says it ended: a KeyboardInterrupt inside Thread.join can leave is_alive() False for a
+    # thread still running, and the worktree would go while its pytest process still ran.
+    ended = [threading.Event() for _ in jobs]
 
     def work(i: int) -> None:
         try:
             results[i] = jobs[i]()
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
             errors[i] = exc
+        finally:
+            ended[i].set()
 
-    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(jobs))]
-    for t in threads:
-        t.start()
+    for i in range(len(jobs)):
+        threading.Thread(target=work, args=(i,), daemon=True).start()
     try:
-        for t in threads:
-            while t.is_alive():
-                t.join(timeout=0.5)
+        for event in ended:
+            while not event.wait(timeout=0.5):
+                pass
     except BaseException:
         stop.set()
-        for t in threads:
-            while t.is_alive():  # a thread may have started a process after the first stop
+        for event in ended:
+            while not event.is_set():  # a thread may have started a process after the first stop
                 stop_children()
-                t.join(timeout=0.5)
+                event.wait(timeout=0.5)
         raise
     for error in errors:
         if error is not None:

@@ -330,9 +330,12 @@ def _cmd_ab(args) -> int:
         if refusal:
             raise _UsageError(f"gpuperf ab: --counters: {refusal}")
     try:
-        check_outputs([("--json", args.json, False), ("--markdown", args.markdown, False)])
+        check_outputs([("--json", args.json, False), ("--markdown", args.markdown, False), ("--logs", args.logs, True)])
     except pytest.UsageError as exc:
         raise _UsageError(str(exc).replace("gpuperf:", "gpuperf ab:", 1)) from None
+    if args.logs is not None and args.logs.is_dir() and any(args.logs.iterdir()):
+        raise _UsageError(f"gpuperf ab: --logs: {args.logs} is not empty; give a new or empty folder "
+                          f"(nothing in it is overwritten)")
 
     def stop(signum, frame):  # a cancelled CI job: clean up the worktree and the rounds as on Ctrl-C
         raise KeyboardInterrupt
@@ -340,7 +343,7 @@ def _cmd_ab(args) -> int:
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir), counters=args.counters,
-                    budget=budget)
+                    budget=budget, logs=args.logs and args.logs.resolve())
         if len(gpus) > 1:
             verdicts, base, head = compare_on_gpus(run, Path.cwd(), args.base, gpus)
         else:  # on one GPU: the first visible unless --gpus named another
@@ -350,17 +353,19 @@ def _cmd_ab(args) -> int:
     except AbIncomplete as exc:  # what the complete rounds decided is shown and written, then the error
         report(exc.verdicts, exc.base, exc.head, width=_width(), json_path=args.json, markdown_path=args.markdown,
                incomplete=str(exc))
-        if isinstance(exc, AbInterrupted):
-            print(f"gpuperf ab: {exc}", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        print(f"gpuperf ab: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        interrupted = isinstance(exc, AbInterrupted)
+        print(f"gpuperf ab: {'' if interrupted else 'error: '}{exc}", file=sys.stderr)
+        code = EXIT_INTERRUPTED if interrupted else EXIT_BAD_INPUT
     except AbError as exc:
         print(f"gpuperf ab: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        code = EXIT_BAD_INPUT
+    else:
+        code = report(verdicts, base, head, width=_width(), json_path=args.json, markdown_path=args.markdown)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    return report(verdicts, base, head, width=_width(), json_path=args.json, markdown_path=args.markdown)
+    if args.logs is not None:
+        print(f"gpuperf ab: each pytest process's log, results JSON and plan: {args.logs}", file=sys.stderr)
+    return code
 
 
 def _cmd_device(args) -> int:
@@ -457,7 +462,8 @@ def _parser() -> _Parser:
     ms.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the summary as Markdown")
     ms.set_defaults(func=_cmd_merge_shards)
     a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--budget 2.5x|600s|10m|none] [--gpus all|N|I,J] "
-                                   "[--threshold PCT] [--counters] [--json PATH] [--markdown PATH] [--baseline-dir DIR] "
+                                   "[--threshold PCT] [--counters] [--json PATH] [--markdown PATH] [--logs DIR] "
+                                   "[--baseline-dir DIR] "
                                    "[-- PYTEST_ARGS...]",
                        help="measure a base revision and the working tree on this host's GPUs, interleaved; exit 1 "
                                   "if something got slower",
@@ -465,7 +471,8 @@ def _parser() -> _Parser:
                                    "there and in the working tree in alternating processes (base, head, head, base, "
                                    "...); every round after the first measures only the tests still undecided that "
                                    "fit --budget. Each test is judged from its rounds. Exit 0: nothing slower, 1: something slower or a "
-                                   "test failed in the working tree, 2: bad input. Arguments after -- go to pytest.")
+                                   "test failed in the working tree, 2: bad input, 130: interrupted (after round 1 the "
+                                   "complete rounds are still reported). Arguments after -- go to pytest.")
     a.add_argument("base", metavar="BASE", help="the git revision to compare with, e.g. origin/main")
     a.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
                    help="pytest processes per side at most (default %(default)s)")
@@ -487,6 +494,9 @@ def _parser() -> _Parser:
     a.add_argument("--json", metavar="PATH", type=Path, default=None,
                    help="the working tree's results and verdicts (pytest-benchmark JSON)")
     a.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the verdict table as Markdown")
+    a.add_argument("--logs", metavar="DIR", type=Path, default=None,
+                   help="keep each pytest process's log, results JSON and plan in DIR, a new or empty folder "
+                        "(default: a temporary folder, removed)")
     a.add_argument("--baseline-dir", default="baselines",
                    help="where this GPU's <device key>.yaml lives (read as BASE holds it): its recordings of "
                         "graph-timed tests widen their noise bounds (default: baselines)")

@@ -577,6 +577,21 @@ def test_an_interrupt_in_round_1_leaves_nothing_to_report(repo: Path, monkeypatc
     assert code == cli.EXIT_INTERRUPTED and not (repo / "ab.json").exists() and worktrees(repo) == 1
 
 
+def test_logs_keeps_every_processs_files_and_refuses_a_folder_in_use(repo: Path, monkeypatch, capsys) -> None:
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::a": 1.0}, "head": {"t::a": 1.0}}
+    monkeypatch.setattr(ab, "AbRun", functools.partial(ab.AbRun, runner=fake_runner(medians, [])))
+    monkeypatch.chdir(repo)
+    assert cli.main(["ab", "HEAD", "--logs", "ab-logs", "--", "-q"]) == 0
+    kept = sorted(p.name for p in (repo / "ab-logs").iterdir())
+    assert kept == ["round1-base.json", "round1-base.log", "round1-head.json", "round1-head.log", "round1-head.plan.json"]
+    assert "each pytest process's log, results JSON and plan: ab-logs" in capsys.readouterr().err
+    assert cli.main(["ab", "HEAD", "--logs", "ab-logs", "--", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "gpuperf ab: --logs: ab-logs is not empty; give a new or empty folder (nothing in it is overwritten)"
+    assert sorted(p.name for p in (repo / "ab-logs").iterdir()) == kept and worktrees(repo) == 1
+
+
 def test_a_plan_runs_only_its_tests_and_a_bad_plan_names_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_two="def test_a(gpu_benchmark):\n    gpu_benchmark(abs, 1)\n\n"
                                  "def test_b(gpu_benchmark):\n    gpu_benchmark(abs, 2)\n")
