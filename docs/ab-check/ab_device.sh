@@ -4,8 +4,9 @@
 # perf_tests/conftest.py in the working tree only: extra work after the call), spin (spin.patch
 # applied and spin_conftest.py appended too: short elementwise calls spin inside the kernel) or
 # alloc (alloc_conftest.py appended: one held allocation, no extra work). Remaining args go to pytest;
-# AB_ARGS: `gpuperf ab` options (default "--budget none", as the docs' evidence before the 2.5x
-# default was taken; "--budget 2.5x" for the default).
+# each process's log and results stay in $OUT/logs-MODE (--logs). AB_ARGS: `gpuperf ab` options
+# (default "--budget none", as the docs' evidence before the 2.5x default was taken; "--budget 2.5x"
+# for the default).
 set -uo pipefail
 . docs/ab-check/setup.sh
 mode=$1; shift
@@ -17,7 +18,8 @@ case "$mode" in
   spin) g apply docs/ab-check/spin.patch && cat docs/ab-check/slowdown_conftest.py docs/ab-check/spin_conftest.py >> perf_tests/conftest.py ;;
   alloc) cat docs/ab-check/alloc_conftest.py >> perf_tests/conftest.py ;;
 esac
-gpuperf ab HEAD --rounds 3 ${AB_ARGS:---budget none} --json "$OUT/ab-$mode.json" --markdown "$OUT/ab-$mode.md" -- "$@"
+gpuperf ab HEAD --rounds 3 ${AB_ARGS:---budget none} --json "$OUT/ab-$mode.json" --markdown "$OUT/ab-$mode.md" \
+  --logs "$OUT/logs-$mode" -- "$@"
 rc=$?
 git checkout -q -- perf_tests/conftest.py kernels
 exit $rc
