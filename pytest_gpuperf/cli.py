@@ -334,8 +334,7 @@ def _cmd_ab(args) -> int:
     except pytest.UsageError as exc:
         raise _UsageError(str(exc).replace("gpuperf:", "gpuperf ab:", 1)) from None
     if args.logs is not None and args.logs.is_dir() and any(args.logs.iterdir()):
-        raise _UsageError(f"gpuperf ab: --logs: {args.logs} is not empty; give a new or empty folder "
-                          f"(nothing in it is overwritten)")
+        raise _UsageError(f"gpuperf ab: --logs: {args.logs} is not empty; give a new or empty folder")
 
     def stop(signum, frame):  # a cancelled CI job: clean up the worktree and the rounds as on Ctrl-C
         raise KeyboardInterrupt
@@ -463,8 +462,7 @@ def _parser() -> _Parser:
     ms.set_defaults(func=_cmd_merge_shards)
     a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--budget 2.5x|600s|10m|none] [--gpus all|N|I,J] "
                                    "[--threshold PCT] [--counters] [--json PATH] [--markdown PATH] [--logs DIR] "
-                                   "[--baseline-dir DIR] "
-                                   "[-- PYTEST_ARGS...]",
+                                   "[--baseline-dir DIR] [-- PYTEST_ARGS...]",
                        help="measure a base revision and the working tree on this host's GPUs, interleaved; exit 1 "
                                   "if something got slower",
                        description="Check out BASE (a git revision) in a temporary worktree and run `pytest --gpuperf` "
@@ -495,8 +493,7 @@ def _parser() -> _Parser:
                    help="the working tree's results and verdicts (pytest-benchmark JSON)")
     a.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the verdict table as Markdown")
     a.add_argument("--logs", metavar="DIR", type=Path, default=None,
-                   help="keep each pytest process's log, results JSON and plan in DIR, a new or empty folder "
-                        "(default: a temporary folder, removed)")
+                   help="keep each pytest process's log, results JSON and plan in DIR (new or empty; default: removed)")
     a.add_argument("--baseline-dir", default="baselines",
                    help="where this GPU's <device key>.yaml lives (read as BASE holds it): its recordings of "
                         "graph-timed tests widen their noise bounds (default: baselines)")
