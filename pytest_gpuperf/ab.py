@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .ab_checkout import AbError, base_checkout, git, pytest_args_for, rounds_folder
 from .ab_budget import Budget, Spent, latest_cost_s, left_out_note, left_out_said, next_round
+from .ab_checkout import AbError, base_checkout, git, pytest_args_for, rounds_folder
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
@@ -385,17 +385,18 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
     given_up: set[str] = set()  # unsure tests more rounds could not decide (`undecided`)
     over_budget: set[str] = set()  # unsure tests --budget left out: never measured again after that
     plan = Plan(select=select)
-    judged = 0  # the rounds `verdicts` were judged from
+    judged = started = 0  # the rounds `verdicts` were judged from; the rounds begun
     try:
         for index in range(max(run.rounds, 1)):
+            started = index + 1
             for side in ((base, head) if index % 2 == 0 else (head, base)):
                 try:
                     run.measure(side, side.root / co.relative, co.work, index, plan)
                 except AbError as exc:
                     if not verdicts:
                         raise
-                    raise AbIncomplete(f"{exc} (round {index + 1}; the report holds the rounds before it)",
-                                       verdicts, _rounds_before(base, index), _rounds_before(head, index)) from None
+                    raise AbIncomplete(f"{exc} (round {started}; the report holds the rounds before it)",
+                                       verdicts, _rounds_before(base, judged), _rounds_before(head, judged)) from None
                 if not plan.methods:  # every later process times each test as the base's first did
                     plan.methods = first_methods(base)
             if stored is None:
@@ -420,7 +421,8 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
     except KeyboardInterrupt:
         if not verdicts:
             raise
-        raise AbInterrupted(f"interrupted in round {judged + 1}; the report holds the rounds before it",
+        where = f"in round {started}" if started > judged else f"after round {judged}"
+        raise AbInterrupted(f"interrupted {where}; the report holds the complete rounds",
                             left_out_said(verdicts, over_budget), _rounds_before(base, judged),
                             _rounds_before(head, judged)) from None
     return left_out_said(verdicts, over_budget)

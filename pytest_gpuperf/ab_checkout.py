@@ -16,7 +16,8 @@ OWN_OPTIONS = ("--gpuperf-save", "--gpuperf-json", "--gpuperf-markdown", "--gpup
 
 
 class AbError(Exception):
-    """Bad input or a side that could not be measured: one line, exit status 2."""
+    """Bad input or a side that could not be measured: one line, exit status 2. Every `gpuperf ab`
+    module raises it; it lives here, the lowest of them, as the checkout raises it first."""
 
 
 def git(args: Sequence[str], cwd: Path) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .ab import AbError, AbIncomplete, AbInterrupted, AbRun, Checkout, Side, alternate, checkout, counts_text, stored_spreads
-from .ab_process import PYTEST_NO_TESTS, only_in_head, stop_children
+from .ab_process import PYTEST_NO_TESTS, STOP_GRACE_S, only_in_head, stop_children
 from .core.shards import partition
 from .core.units import plural
 from .core.records import Entry
@@ -142,7 +143,7 @@ def compare_on_gpus(run: AbRun, cwd: Path, revision: str, gpus: Sequence[str]) -
     if interrupted:
         if not verdicts:
             raise KeyboardInterrupt
-        raise AbInterrupted("interrupted; the report holds each GPU's rounds before it", verdicts, base, head)
+        raise AbInterrupted(interrupted_text(parts), verdicts, base, head)
     failed = next((p for p in parts if p.first_failure), None)
     if failed is not None:
         if not verdicts:
@@ -150,6 +151,17 @@ def compare_on_gpus(run: AbRun, cwd: Path, revision: str, gpus: Sequence[str]) -
         others = "; the other GPUs stopped after their last whole round" if len(parts) > 1 else ""
         raise AbIncomplete(f"GPU {failed.gpu}: {failed.error}{others}", verdicts, base, head)
     return verdicts, base, head
+
+
+def interrupted_text(parts: Sequence[Part]) -> str:
+    """Where each GPU's rounds stood when the run was interrupted; a GPU without a complete round
+    has its tests left out of the report, and says so."""
+    where = []
+    for part in parts:
+        done = min(len(part.base.rounds), len(part.head.rounds))
+        where.append(f"GPU {part.gpu} " + ("had finished" if part.error is None else f"after round {done}" if done
+                                            else f"in round 1, its {plural(len(part.tests), 'test')} left out"))
+    return f"interrupted ({', '.join(where)}); the report holds the complete rounds"
 
 
 def _run_part(run: AbRun, co: Checkout, part: Part, stop: threading.Event, first: threading.Lock,
@@ -219,9 +231,10 @@ def _in_threads(jobs: list[Callable[[], object]], stop: threading.Event) -> list
                 pass
     except BaseException:
         stop.set()
+        deadline = time.monotonic() + STOP_GRACE_S
         for event in ended:
             while not event.is_set():  # a thread may have started a process after the first stop
-                stop_children()
+                stop_children(signal.SIGKILL if time.monotonic() > deadline else signal.SIGTERM)
                 event.wait(timeout=0.5)
         raise
     for error in errors:

@@ -18,6 +18,9 @@ PYTEST_RAN = (0, 1)
 PYTEST_USAGE_ERROR, PYTEST_NO_TESTS = 4, 5
 #: (pytest arguments, directory, log file[, env=variables to set]) -> pytest's exit status.
 Runner = Callable[..., int]
+#: Seconds a stopped pytest process group has to end before it is killed: one stuck in a CUDA call,
+#: or ignoring SIGTERM, must not hold back the report until the CI's own kill.
+STOP_GRACE_S = 10.0
 #: The process groups of the pytest processes running now (`stop_children`).
 _LIVE: set[int] = set()
 _LIVE_LOCK = threading.Lock()
@@ -36,24 +39,28 @@ def run_pytest(args: list[str], cwd: Path, log: Path, env: dict[str, str] | None
             return proc.wait()
         except BaseException:
             _stop_group(proc.pid)
-            proc.wait()
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _stop_group(proc.pid, signal.SIGKILL)
+                proc.wait()
             raise
         finally:
             with _LIVE_LOCK:
                 _LIVE.discard(proc.pid)
 
 
-def _stop_group(pid: int) -> None:
+def _stop_group(pid: int, sig: signal.Signals = signal.SIGTERM) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
+        os.killpg(pid, sig)
 
 
-def stop_children() -> None:
-    """Stop every pytest process group `run_pytest` is waiting on (an interrupt that reached another
-    thread than the ones waiting)."""
+def stop_children(sig: signal.Signals = signal.SIGTERM) -> None:
+    """Send `sig` to every pytest process group `run_pytest` is waiting on (an interrupt that reached
+    another thread than the ones waiting; SIGKILL once STOP_GRACE_S has passed)."""
     with _LIVE_LOCK:
         for pid in _LIVE:
-            _stop_group(pid)
+            _stop_group(pid, sig)
 
 
 def failed_count(log: Path) -> int:

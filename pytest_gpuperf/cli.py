@@ -37,8 +37,7 @@ from .store.peak_cache import DEFAULT_CACHE_DIR
 EXIT_OK = 0
 EXIT_SLOWER = 1
 EXIT_BAD_INPUT = 2
-#: Ctrl-C or SIGTERM, as a shell reports an interrupted command (128 + SIGINT).
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports an interrupted command (128 + SIGINT)
 
 
 class _UsageError(Exception):
@@ -336,7 +335,8 @@ def _cmd_ab(args) -> int:
     if args.logs is not None and args.logs.is_dir() and any(args.logs.iterdir()):
         raise _UsageError(f"gpuperf ab: --logs: {args.logs} is not empty; give a new or empty folder")
 
-    def stop(signum, frame):  # a cancelled CI job: clean up the worktree and the rounds as on Ctrl-C
+    def stop(signum, frame):  # a cancelled CI job: clean up and report the complete rounds as on Ctrl-C
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the report short
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)

@@ -560,11 +560,24 @@ def test_sigterm_after_round_1_still_reports_and_writes_the_rounds_before(repo: 
     code = cli.main(["ab", "HEAD", "--json", str(repo / "ab.json"), "--markdown", str(repo / "ab.md"), "--", "-q"])
     out, err = capsys.readouterr()
     assert code == cli.EXIT_INTERRUPTED and len(calls) == 2
-    assert "gpuperf ab: interrupted in round 2; the report holds the rounds before it" in err
+    assert "gpuperf ab: interrupted in round 2; the report holds the complete rounds" in err
     assert "2 tests: " in out and "incomplete run: interrupted in round 2" in out
     assert "**incomplete run: interrupted in round 2" in (repo / "ab.md").read_text()
     assert {b["name"] for b in json.loads((repo / "ab.json").read_text())["benchmarks"]} == {"t::slow", "t::same"}
     assert signal.getsignal(signal.SIGTERM) == before and worktrees(repo) == 1
+
+
+def test_an_interrupt_between_rounds_says_after_which(repo: Path) -> None:
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::a": 1.0}, "head": {"t::a": 1.2}}
+
+    def say(line: str) -> None:
+        if "after round 1" in line:  # judged, before round 2 begins
+            raise KeyboardInterrupt
+
+    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, []), say=say)
+    with pytest.raises(ab.AbInterrupted, match=r"^interrupted after round 1; the report holds the complete rounds$"):
+        ab.compare_revisions(run, repo, "HEAD")
 
 
 def test_an_interrupt_in_round_1_leaves_nothing_to_report(repo: Path, monkeypatch, capsys) -> None:

@@ -8,11 +8,13 @@ import json
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuperf import ab, ab_gpus, cli
+from pytest_gpuperf.ab import Side
 from pytest_gpuperf.ab_budget import Budget
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import results as results_store
@@ -185,12 +187,22 @@ def test_an_interrupt_stops_every_gpu_and_keeps_their_rounds_before(repo: Path) 
         return host(args, cwd, log, env)
 
     run = ab.AbRun(["-q"], rounds=3, runner=interrupted, say=lambda line: None)
-    with pytest.raises(ab.AbInterrupted, match="interrupted; the report holds each GPU's rounds before it") as caught:
+    with pytest.raises(ab.AbInterrupted, match=r"interrupted \(GPU 0 had finished, GPU 1 after round 1\); the "
+                                               r"report holds the complete rounds") as caught:
         ab_gpus.compare_on_gpus(run, repo, "HEAD", ["0", "1"])
     exc = caught.value
     assert set(exc.verdicts) == set(TESTS)  # GPU 1 ended its thread before the report: its round 1 is in
     assert exc.verdicts["t::k1"].time == "slower"
     assert all(len(p.rounds) == 1 for p in exc.head.parts if p.gpu == "1")
+
+
+def test_an_interrupt_names_a_gpu_without_a_complete_round_and_its_tests_left_out(repo: Path) -> None:
+    sides = {"base": Side("base", "HEAD", repo), "head": Side("head", "working tree", repo)}
+    done = ab_gpus.Part("0", ["t::a"], replace(sides["base"], rounds=[{}, {}]), replace(sides["head"], rounds=[{}]),
+                        verdicts={}, error=ab.AbError("stopped"))
+    none = ab_gpus.Part("1", ["t::b", "t::c"], sides["base"], sides["head"], verdicts={}, error=ab.AbError("stopped"))
+    assert ab_gpus.interrupted_text([done, none]) == ("interrupted (GPU 0 after round 1, GPU 1 in round 1, its 2 "
+                                                      "tests left out); the report holds the complete rounds")
 
 
 def test_a_gpu_failing_in_its_first_round_leaves_nothing_to_judge(repo: Path) -> None:

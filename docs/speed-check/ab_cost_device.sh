@@ -23,8 +23,10 @@ import os, sys
 from pytest_gpuperf.plugin.compile_cache import folders
 os.environ.update({variable: os.path.join(sys.argv[1], sub) for variable, sub in folders()})
 from kernels import cuda_ext
-cuda_ext.prebuild([path.stem for path in cuda_ext.CUDA_DIR.glob("*.cu")])
-cuda_ext.finish_builds()
+names = [path.stem for path in cuda_ext.CUDA_DIR.glob("*.cu")]
+cuda_ext.prebuild(names)
+for name in names:
+    cuda_ext.load(name)  # waits for its build; a failed one raises here, with nvcc's output
 PY
 t0=$(date +%s); [ -n "${WARMED:-}" ] || plain "${COLD_S:-160}" cold; t1=$(date +%s)
 mkdir -p "$OUT/ab"  # ab_device.sh packs its own folder into one archive on exit
