@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -567,6 +568,28 @@ def test_sigterm_after_round_1_still_reports_and_writes_the_rounds_before(repo: 
     assert signal.getsignal(signal.SIGTERM) == before and worktrees(repo) == 1
 
 
+def test_a_real_sigterm_in_round_2_reports_round_1_and_exits_130(repo: Path) -> None:
+    """The command in a process of its own, with real pytest processes: SIGTERM while round 2 runs
+    stops it, removes the worktree, and still writes round 1's verdicts."""
+    (repo / "test_spin.py").write_text(SPIN.format(delay=0.008))  # slower: round 2 confirms it
+    logs = repo / "logs"
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-c", "import sys; from pytest_gpuperf.cli import main; sys.exit(main())", "ab", "HEAD",
+         "--json", "ab.json", "--logs", str(logs), "--", "-q", "-p", "no:cacheprovider", "-o", "gpuperf_budget=0.05",
+         "test_spin.py::test_spin"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (logs / "round2-head.log").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == cli.EXIT_INTERRUPTED, out + err
+    assert "gpuperf ab: interrupted in round 2; the report holds the complete rounds" in err
+    assert "test_spin" in out and "incomplete run: interrupted in round 2" in out
+    record = json.loads((repo / "ab.json").read_text())["benchmarks"][0]["extra_info"]
+    assert record["verdict"] == "slower" and len(record["history"]) == 1
+    assert worktrees(repo) == 1
+
+
 def test_an_interrupt_between_rounds_says_after_which(repo: Path) -> None:
     (repo / "HEAD_MARK").write_text("")
     medians = {"base": {"t::a": 1.0}, "head": {"t::a": 1.2}}
@@ -597,7 +620,8 @@ def test_logs_keeps_every_processs_files_and_refuses_a_folder_in_use(repo: Path,
     monkeypatch.chdir(repo)
     assert cli.main(["ab", "HEAD", "--logs", "ab-logs", "--", "-q"]) == 0
     kept = sorted(p.name for p in (repo / "ab-logs").iterdir())
-    assert kept == ["round1-base.json", "round1-base.log", "round1-head.json", "round1-head.log", "round1-head.plan.json"]
+    assert kept == ["round1-base.json", "round1-base.log", "round1-head.json", "round1-head.log",
+                    "round1-head.plan.json"]
     assert "each pytest process's log, results JSON and plan: ab-logs" in capsys.readouterr().err
     assert cli.main(["ab", "HEAD", "--logs", "ab-logs", "--", "-q"]) == 2
     err = capsys.readouterr().err
