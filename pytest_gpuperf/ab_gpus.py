@@ -17,8 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .ab import AbError, AbIncomplete, AbInterrupted, AbRun, Checkout, Side, alternate, checkout, counts_text, stored_spreads
-from .ab_process import PYTEST_NO_TESTS, STOP_GRACE_S, only_in_head, stop_children
+from .ab import (AbError, AbIncomplete, AbInterrupted, AbRun, Checkout, Side, alternate, checkout, counts_text,
+                 stored_spreads)
+from . import ab_process
+from .ab_process import PYTEST_NO_TESTS, only_in_head, stop_children
 from .core.shards import partition
 from .core.units import plural
 from .core.records import Entry
@@ -231,11 +233,14 @@ def _in_threads(jobs: list[Callable[[], object]], stop: threading.Event) -> list
                 pass
     except BaseException:
         stop.set()
-        deadline = time.monotonic() + STOP_GRACE_S
+        deadline = time.monotonic() + ab_process.STOP_GRACE_S
         for event in ended:
             while not event.is_set():  # a thread may have started a process after the first stop
                 stop_children(signal.SIGKILL if time.monotonic() > deadline else signal.SIGTERM)
-                event.wait(timeout=0.5)
+                try:
+                    event.wait(timeout=0.5)
+                except KeyboardInterrupt:  # a second interrupt: kill what is left, and still wait
+                    deadline = 0.0
         raise
     for error in errors:
         if error is not None:

@@ -335,8 +335,8 @@ def _cmd_ab(args) -> int:
     if args.logs is not None and args.logs.is_dir() and any(args.logs.iterdir()):
         raise _UsageError(f"gpuperf ab: --logs: {args.logs} is not empty; give a new or empty folder")
 
-    def stop(signum, frame):  # a cancelled CI job: clean up and report the complete rounds as on Ctrl-C
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the report short
+    def stop(signum, frame):  # a cancelled CI job: as Ctrl-C; a second one must not cut the report short
+        signal.signal(signal.SIGTERM, lambda *_: None)  # not SIG_IGN, which the pytest processes would inherit
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
