@@ -5,7 +5,6 @@ change stand on fewer rounds; an unsure test it leaves out stays `unsure`, a wea
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -31,7 +30,8 @@ _FORM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(x|s|m)\s*$", re.IGNORECASE)
 @dataclass(frozen=True)
 class Budget:
     """An A/B's time limit: `amount` times a plain run of its tests (`relative`; a plain run is round
-    1's processes, their mean) or `amount` seconds, over all its pytest processes on one GPU."""
+    1's faster process, as the other may have paid what a host pays once) or `amount` seconds, over all
+    its pytest processes on one GPU."""
 
     amount: float
     relative: bool
@@ -146,8 +146,10 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
     first `torch.compile` lands on whichever test runs first; docs/gate.md). Before a later process has
     run: LATER_PROCESS_S, or less where a plain run or the cheaper of round 1's processes beyond its
     tests is less (round 1 may also have paid a cold compile cache, the node gap's measurement or a
-    counting pass, which a later process does not). `within` picks."""
-    plain_s = statistics.mean(spent.first_s)
+    counting pass, which a later process does not). A plain run is round 1's faster process: the
+    first process on a fresh host also measures the node gap and reads every library from disk.
+    `within` picks."""
+    plain_s = min(spent.first_s)  # the slower one may have paid the host's once-only costs (docstring)
     limit_s = budget.limit_s(plain_s)
     left_s = limit_s - spent.total_s
     if spent.later_s:
