@@ -25,7 +25,9 @@ not judged slower either, where its lower SM clock explains the change (its time
 clock ratio would not be slower): the GPU, not the code, ran slow. So is a `loaded` run against a
 `loaded` baseline whose power cap held its clock lower (an H200 host of four busy GPUs capped a GeLU
 at 1620 MHz, its baseline's recordings at 1860: +5.6%); its counters decide it. It is re-measured, as any
-suspect, in case the GPU has cooled.
+suspect, in case the GPU has cooled. Mirrored, a change that the baseline's lower clock explains is
+not judged faster: in an A/B run either side can be the one held down (identical revisions on an
+H200 read a cuBLAS matmul 4.0% faster, the base's rounds capped at 1395-1410 MHz, the head's at 1575-1935).
 A graph-timed side whose process replayed graphs slower than a fresh process (`slow_replay_us`, after
 large kernels: measure/replay_state.py) is likewise not judged slower or faster than the other side
 where REPLAY_CHARGE times the difference per call explains the change.
@@ -295,10 +297,14 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
     if loaded[0] != loaded[1] and time in ("slower", "faster"):
         time = "unsure"  # the cap held one side's clock in a loop, the other's between the harness's pauses
     clk_b, clk_n = as_number(base.sm_clock_mhz), as_number(now.sm_clock_mhz)
-    slowed = sorted(_slowdowns(now) - _slowdowns(base))
-    capped = all(loaded) and not slowed  # the power cap set both sides' clocks, this run's lower
-    held = time == "slower" and (bool(slowed) or capped) and bool(clk_b and clk_n) and clk_n < clk_b and not beyond(
-        (1.0 + change) * clk_n / clk_b - 1.0, bound, threshold, prior.margin_share)  # the lower clock explains it
+    # The side that read slower: this run for `slower`, the baseline for `faster`.
+    slow, fast, sign = (now, base, 1.0) if time == "slower" else (base, now, -1.0)
+    slowed = sorted(_slowdowns(slow) - _slowdowns(fast))
+    capped = all(loaded) and not slowed  # the power cap set both sides' clocks, the slower side's lower
+    held = time in ("slower", "faster") and (bool(slowed) or capped) and bool(clk_b and clk_n) and (
+        sign * (clk_b - clk_n) > 0) and not beyond(  # the slower side ran at the lower clock,
+        sign * ((1.0 + change) * clk_n / clk_b - 1.0), bound, threshold, prior.margin_share)  # which explains it
+    judged_held = time
     if held:
         time = "unsure"
     nodes, whose = _graph_nodes(base, now)
@@ -323,13 +329,17 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
     if loaded[0] != loaded[1]:
         parts.append(f"only {'the baseline' if loaded[0] else 'this run'} was sampled in an unbroken loop (the "
                      "power cap held its clock down), so it is not judged slower or faster: record it again")
+    lower, higher = ("this run", "the baseline") if judged_held == "slower" else ("the baseline", "this run")
     if held and slowed:
-        parts.append(f"a {', '.join(slowed)} slowdown held this run's clocks down and not the baseline's, and "
-                     "the lower clock explains the change, so it is not judged slower: run it again on a cooler GPU")
+        parts.append(f"a {', '.join(slowed)} slowdown held {lower}'s clocks down and not {higher}'s, and the "
+                     f"lower clock explains the change, so it is not judged {judged_held}: run it again on a "
+                     "cooler GPU")
     elif held:
-        parts.append(f"the power cap held both sides' clocks, this run's at {clk_n:.0f} MHz against the "
-                     f"baseline's {clk_b:.0f}, and the lower clock explains the change, so it is not judged "
-                     "slower (the GPU's power state, not the code): counters decide it (--gpuperf-count-undecided)")
+        clocks = (clk_n, clk_b) if judged_held == "slower" else (clk_b, clk_n)
+        parts.append(f"the power cap held both sides' clocks, {lower}'s at {clocks[0]:.0f} MHz against "
+                     f"{higher}'s {clocks[1]:.0f}, and the lower clock explains the change, so it is not judged "
+                     f"{judged_held} (the GPU's power state, not the code): counters decide it "
+                     "(--gpuperf-count-undecided)")
     once = [side for side, r in (("the baseline", base), ("this run", now)) if len(medians(r)) == 1
             and r.stats.ci_ms is not None and not r.stats.ci_ms.bounded]
     if once:
