@@ -19,8 +19,8 @@ LATER_PROCESS_S = 12.0
 #: A round is one process a side.
 PROCESSES_PER_ROUND = 2
 _UNIT_S = {"s": 1.0, "m": 60.0}
-#: `gpuperf ab`'s budget unless --budget says otherwise: round 1 spends 2x a plain run, so this leaves
-#: half a plain run for the later rounds (issue 49: a whole-suite A/B within 2.5x a plain run).
+#: `gpuperf ab`'s budget unless --budget says otherwise: round 1 spends at least 2x a plain run, so this
+#: leaves at most half a plain run for the later rounds (issue 49: a whole-suite A/B within 2.5x a plain run).
 DEFAULT_BUDGET = "2.5x"
 #: --budget's word for no limit: every round measures every test still undecided.
 NO_BUDGET = "none"
@@ -29,9 +29,8 @@ _FORM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(x|s|m)\s*$", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Budget:
-    """An A/B's time limit: `amount` times a plain run of its tests (`relative`; a plain run is round
-    1's faster process, as the other may have paid what a host pays once) or `amount` seconds, over all
-    its pytest processes on one GPU."""
+    """An A/B's time limit: `amount` times a plain run of its tests (`relative`; `Spent.plain_s`) or
+    `amount` seconds, over all its pytest processes on one GPU."""
 
     amount: float
     relative: bool
@@ -59,8 +58,8 @@ class Budget:
 
 @dataclass(frozen=True)
 class Spent:
-    """What an A/B's processes on one GPU took so far: round 1's two (each a plain run of the tests),
-    what each later one cost beyond its tests (`process_cost_s`), and all of them together;
+    """What an A/B's processes on one GPU took so far: round 1's two (each a run of every test of its
+    side; `plain_s`), what each later one cost beyond its tests (`process_cost_s`), and all of them together;
     `first_beyond_s`: what round 1's cost beyond their tests, where their results say what each test
     cost in all and the tests ran one at a time (None otherwise: the tests' own work, or the time
     pytest-xdist's workers ran side by side, would count as the process's); `later_first_calls`: each
@@ -72,6 +71,15 @@ class Spent:
     total_s: float
     first_beyond_s: tuple[float, float] | None = None
     later_first_calls: Mapping[str, float] = field(default_factory=dict)
+    #: Whether round 1's two processes measured the same tests.
+    same_tests: bool = True
+
+    @property
+    def plain_s(self) -> float:
+        """What a plain run of the tests takes: round 1's faster process (the other may have paid what a
+        fresh host pays once: the node gap's first measurement, every library read from disk), or the
+        head's where the sides measured different tests (the head's are the ones a plain run runs)."""
+        return min(self.first_s) if self.same_tests else self.first_s[1]
 
     def moved_first_call_s(self, select: Sequence[str]) -> float:
         """What a later process pays in first calls beyond its tests' own costs: the longest first call
@@ -96,7 +104,7 @@ class Spent:
                 for k, r in measured.items():
                     first_calls[k] = max(first_calls.get(k, 0.0), r.first_call_s or 0.0)
         return cls((base_s[0], head_s[0]), later, sum(sum(seconds) for seconds, _ in sides), left if told else None,
-                   first_calls)
+                   first_calls, base_rounds[0].keys() == head_rounds[0].keys())
 
 
 def cost_of(result: Result) -> float:
@@ -146,10 +154,8 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
     first `torch.compile` lands on whichever test runs first; docs/gate.md). Before a later process has
     run: LATER_PROCESS_S, or less where a plain run or the cheaper of round 1's processes beyond its
     tests is less (round 1 may also have paid a cold compile cache, the node gap's measurement or a
-    counting pass, which a later process does not). A plain run is round 1's faster process: the
-    first process on a fresh host also measures the node gap and reads every library from disk.
-    `within` picks."""
-    plain_s = min(spent.first_s)  # the slower one may have paid the host's once-only costs (docstring)
+    counting pass, which a later process does not). A plain run: `Spent.plain_s`. `within` picks."""
+    plain_s = spent.plain_s
     limit_s = budget.limit_s(plain_s)
     left_s = limit_s - spent.total_s
     if spent.later_s:

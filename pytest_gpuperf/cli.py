@@ -476,7 +476,7 @@ def _parser() -> _Parser:
                    help="pytest processes per side at most (default %(default)s)")
     a.add_argument("--budget", default=DEFAULT_BUDGET, metavar="2.5x|600s|10m|none",
                    help="how long the A/B's pytest processes may take in all (on each GPU), round 1 included: a "
-                        "multiple of a plain run (round 1's processes, their mean) or a time (default "
+                        "multiple of a plain run (round 1's faster process) or a time (default "
                         "%(default)s; none: no limit); later rounds then measure again only the unsure tests that "
                         "fit, cheapest first, and a slower or faster test is always confirmed; an unsure test left "
                         "out stays unsure")

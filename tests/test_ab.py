@@ -264,13 +264,17 @@ def test_the_first_later_round_is_planned_with_what_round_1_cost_beyond_its_test
 def test_a_plain_run_is_round_1s_faster_process() -> None:
     """Round 1's base process took 60 s (the first on a fresh host also measures the node gap), its head
     50 s: 2.5x is 125 s, not 137.5 s of their mean, so 15 s are left, and each later process is taken
-    at 4 s beyond its tests: three of the 1 s unsure tests fit (2 x (4 + 3) = 14)."""
+    at 4 s beyond its tests: three of the 1 s unsure tests fit (2 x (4 + 3) = 14). Where the head
+    adds a test, its process is the plain run, though the base's was faster."""
     tests = {f"t::u{i}": 1.0 for i in range(12)}
     spent = ab_budget.Spent.of([([60.0], [_results({"t::rest": 44.0} | tests)]),
                                 ([50.0], [_results({"t::rest": 34.0} | tests)])])
     kept, dropped, said = ab_budget.next_round(Budget.parse("2.5x"), spent, sorted(tests), set(), tests)
     assert len(kept) == 3 and len(dropped) == 9
     assert "(2.5x a plain run, 125 s) has 15 s left" in said
+    added = ab_budget.Spent.of([([50.0], [_results({"t::rest": 34.0} | tests)]),
+                                ([60.0], [_results({"t::rest": 34.0, "t::new": 10.0} | tests)])])
+    assert not added.same_tests and added.plain_s == 60.0 and spent.same_tests and spent.plain_s == 50.0
 
 
 def test_round_1_beyond_its_tests_never_raises_a_later_process_above_the_constant() -> None:

@@ -7,7 +7,7 @@
 # AB_ARGS: `gpuperf ab` options (ab_device.sh's default: "--budget none"; "--budget 2.5x" for the CLI's). COMPILE_CACHE=DIR: every run keeps its compile caches
 # in DIR (--gpuperf-compile-cache; a folder carried from an earlier command, so WARMED=1 holds on a
 # fresh machine). WARM_S=0: no plain run after the A/B (the whole suite's A/B and a plain run outlast
-# one device command; the budget's plain run is then round 1's mean).
+# one device command; the budget's plain run is then round 1's faster process).
 set -uo pipefail
 files="${FILES:-perf_tests}${COMPILE_CACHE:+ --gpuperf-compile-cache $COMPILE_CACHE}"
 unset PYTHONDONTWRITEBYTECODE

@@ -26,8 +26,10 @@ clock ratio would not be slower): the GPU, not the code, ran slow. So is a `load
 `loaded` baseline whose power cap held its clock lower (an H200 host of four busy GPUs capped a GeLU
 at 1620 MHz, its baseline's recordings at 1860: +5.6%); its counters decide it. It is re-measured, as any
 suspect, in case the GPU has cooled. Mirrored, a change that the baseline's lower clock explains is
-not judged faster: in an A/B run either side can be the one held down (identical revisions on an
-H200 read a cuBLAS matmul 4.0% faster, the base's rounds capped at 1395-1410 MHz, the head's at 1575-1935).
+not judged faster (nor re-measured: this run is not the side that ran slow), and its counters decide
+it as they do a slowdown's (more work fails); in an A/B run either side can be the one held down
+(identical revisions on an H200 read a cuBLAS matmul 4.0% faster, the base's rounds capped at
+1395-1410 MHz, the head's at 1575-1935).
 A graph-timed side whose process replayed graphs slower than a fresh process (`slow_replay_us`, after
 large kernels: measure/replay_state.py) is likewise not judged slower or faster than the other side
 where REPLAY_CHARGE times the difference per call explains the change.
@@ -331,9 +333,9 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
                      "power cap held its clock down), so it is not judged slower or faster: record it again")
     lower, higher = ("this run", "the baseline") if judged_held == "slower" else ("the baseline", "this run")
     if held and slowed:
+        again = "run it again" if judged_held == "slower" else "record the baseline again (an A/B: run it again)"
         parts.append(f"a {', '.join(slowed)} slowdown held {lower}'s clocks down and not {higher}'s, and the "
-                     f"lower clock explains the change, so it is not judged {judged_held}: run it again on a "
-                     "cooler GPU")
+                     f"lower clock explains the change, so it is not judged {judged_held}: {again} on a cooler GPU")
     elif held:
         clocks = (clk_n, clk_b) if judged_held == "slower" else (clk_b, clk_n)
         parts.append(f"the power cap held both sides' clocks, {lower}'s at {clocks[0]:.0f} MHz against "
