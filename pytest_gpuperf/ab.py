@@ -6,6 +6,8 @@ on each side (base first); later rounds run, in the other order (base, head, hea
 the tests still `unsure` and the `slower` or `faster` ones that each side has not yet measured
 CONFIRMING_ROUNDS times (unsure ones within a `Budget`: ab_budget.py), so that clocks, power and
 placement fall on both sides alike (ab_gpus.py runs this on each GPU for its part of the tests).
+With `count_undecided`, one more process a side then counts the tests time left open by hardware
+counters before timing them once more, and every test is judged again with them.
 Each side's medians, one per process, are compared by the same noise model as a baseline's recordings
 (`core.noise`), with the prior for two sides measured on one machine. Both sides are measured by
 the plugin installed in this environment: only the code under test differs.
@@ -28,8 +30,8 @@ from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Entry, Measured, Method, Result
 from .core.units import as_number, plural
-from .core.verdict import (DEFAULT_THRESHOLD, Verdict, could_decide, is_regression, judge, projected_bound,
-                           throttle_reasons)
+from .core.verdict import (DEFAULT_THRESHOLD, Verdict, could_decide, is_regression, is_undecided, judge,
+                           projected_bound, throttle_reasons)
 from .store.baseline import BaselineError, alike, baseline_path, load
 from .store.plan import Plan
 from .store.results import load_recording
@@ -38,6 +40,8 @@ from .store.results import load_recording
 DEFAULT_ROUNDS = 3
 #: Failed tests the report names; more are counted.
 NAMED_FAILURES = 10
+#: What the report says counts the tests time left open.
+COUNTING = "gpuperf ab --count-undecided"
 
 
 class AbIncomplete(AbError):
@@ -138,17 +142,21 @@ class AbRun:
     #: Count hardware counters in each side's first round (--gpuperf-counters); counts repeat, so
     #: one pass a side is enough.
     counters: bool = False
+    #: After the last round, count the tests time left open (and the changed ones) in one more process
+    #: a side (`count_undecided`), not held to the budget; excludes `counters`.
+    count_undecided: bool = False
     #: How long the A/B may run (--budget; the CLI's default: ab_budget.DEFAULT_BUDGET); None: no limit.
     budget: Budget | None = None
     #: Where every process's log, results JSON and plan are kept (--logs); None: a temporary folder.
     logs: Path | None = None
 
-    def measure(self, side: Side, cwd: Path, work: Path, index: int, plan: Plan) -> None:
-        """One pytest process of `side`; its results become the side's next round."""
+    def measure(self, side: Side, cwd: Path, work: Path, index: int, plan: Plan, count: bool = False) -> None:
+        """One pytest process of `side`; its results become the side's next round. `count`: its tests
+        are counted by hardware counters before they are timed (as in round 1 with `counters`)."""
         stem = f"round{index + 1}-{side.label}"
         json_path, log = work / f"{stem}.json", work / f"{stem}.log"
         args = [*self.pytest_args, "--gpuperf", "--gpuperf-no-compare", f"--gpuperf-json={json_path}"]
-        if self.counters and index == 0:
+        if count or (self.counters and index == 0):
             args.append("--gpuperf-counters")
         if plan.select is not None or plan.methods:
             plan_path = work / f"{stem}.plan.json"
@@ -389,16 +397,7 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
     try:
         for index in range(max(run.rounds, 1)):
             started = index + 1
-            for side in ((base, head) if index % 2 == 0 else (head, base)):
-                try:
-                    run.measure(side, side.root / co.relative, co.work, index, plan)
-                except AbError as exc:
-                    if not verdicts:
-                        raise
-                    raise AbIncomplete(f"{exc} (round {started}; the report holds the rounds before it)",
-                                       verdicts, _rounds_before(base, judged), _rounds_before(head, judged)) from None
-                if not plan.methods:  # every later process times each test as the base's first did
-                    plan.methods = first_methods(base)
+            _round(run, co, (base, head), index, plan, verdicts, judged)
             if stored is None:
                 stored = spreads(head.device or base.device)
             verdicts = judge_sides(base, head, stored)
@@ -418,6 +417,14 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
                 break
             if index + 1 < run.rounds:
                 run.say(f"gpuperf ab: measuring {plural(len(plan.select), 'undecided test')} again")
+        plan.select = left_open(verdicts) if run.count_undecided else []
+        if plan.select:
+            run.say(f"gpuperf ab: counting {plural(len(plan.select), 'test')} that time left open or read changed, "
+                    "then timing them once more")
+            started = judged + 1
+            _round(run, co, (base, head), judged, plan, verdicts, judged, count=True)
+            verdicts, judged = judge_sides(base, head, stored), started
+            run.say(f"gpuperf ab: after counting: {counts_text(verdicts)}; counters: {counters_text(verdicts)}")
     except KeyboardInterrupt:
         if not verdicts:
             raise
@@ -426,6 +433,38 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
                             left_out_said(verdicts, over_budget), _rounds_before(base, judged),
                             _rounds_before(head, judged)) from None
     return left_out_said(verdicts, over_budget)
+
+
+def _round(run: AbRun, co: Checkout, sides: tuple[Side, Side], index: int, plan: Plan,
+           verdicts: dict[str, Verdict], judged: int, count: bool = False) -> None:
+    """Round `index + 1`: a process of each side (base first in odd rounds). A failure once a round
+    was judged is AbIncomplete, with the `judged` rounds before it."""
+    base, head = sides
+    for side in (sides if index % 2 == 0 else sides[::-1]):
+        try:
+            run.measure(side, side.root / co.relative, co.work, index, plan, count)
+        except AbError as exc:
+            if not verdicts:
+                raise
+            raise AbIncomplete(f"{exc} (round {index + 1}; the report holds the rounds before it)",
+                               verdicts, _rounds_before(base, judged), _rounds_before(head, judged)) from None
+        if not plan.methods:  # every later process times each test as the base's first did
+            plan.methods = first_methods(base)
+
+
+def left_open(verdicts: Mapping[str, Verdict]) -> list[str]:
+    """The tests `count_undecided` counts: those time left open (`unsure`, or a `same` whose noise bound
+    exceeds its threshold) and the `slower` or `faster` ones, whose counters say whether the code or the
+    machine moved."""
+    return sorted(k for k, v in verdicts.items() if v.time in ("unsure", *_CHANGED)
+                  or is_undecided(v.time, v.noise_bound, v.threshold))
+
+
+def counters_text(verdicts: Mapping[str, Verdict]) -> str:
+    """'1 more work, 2 same work': what the counters said, where they judged a test."""
+    from .report.rows import counter_words
+
+    return counter_words(collections.Counter(v.counters for v in verdicts.values() if v.counters)) or "none judged"
 
 
 def _within_budget(run: AbRun, select: list[str], verdicts: dict[str, Verdict], base: Side,
@@ -452,7 +491,7 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
     """Print the verdict table and the cost, write the requested files; returns the exit status.
     `incomplete`: why the run stopped early, said under the table and in both files."""
     from .report.markdown import write_markdown
-    from .report.rows import time_line
+    from .report.rows import counters_line, time_line
     from .report.table import compare_lines
     from .store.results import write_json
 
@@ -481,11 +520,14 @@ def report(verdicts: dict[str, Verdict], base: Side, head: Side, *, width: int =
                                    left_out_note(verdicts)])) or None
     if note:
         say(f"gpuperf ab: {note}")
+    work = counters_line(results, COUNTING)
+    if work:
+        say(work.replace("gpuperf:", "gpuperf ab:", 1))
     if json_path is not None:
         started = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
         write_json(json_path, results, head.device or {}, head.software, started, note=note)
     if markdown_path is not None:
-        write_markdown(markdown_path, results, head.device or {}, head.software, note=note)
+        write_markdown(markdown_path, results, head.device or {}, head.software, note=note, counting=COUNTING)
     if head.failed:
         say(f"gpuperf ab: in the working tree, {failures_text(head)}")
     return 1 if head.failed or any(is_regression(v) for v in verdicts.values()) else 0

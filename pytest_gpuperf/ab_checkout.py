@@ -71,7 +71,8 @@ def pytest_args_for(args: Sequence[str], repo: Path, cwd: Path) -> list[str]:
             continue
         folder_next = option in SHARED_FOLDERS
         if option in ("--gpuperf-counters", "--gpuperf-counter-pass", "--gpuperf-count-undecided"):
-            raise AbError(f"{option}: give gpuperf ab --counters instead (it counts in each side's first round)")
+            raise AbError(f"{option}: give gpuperf ab --counters (every test, in each side's first round) or "
+                          "--count-undecided (what time left open, after the last round) instead")
         if option in OWN_OPTIONS:
             raise AbError(f"{option}: gpuperf ab sets it for each round itself; leave it out of the pytest arguments")
         path, sep, rest = arg.partition("::")

@@ -29,7 +29,7 @@ from .ab_budget import DEFAULT_BUDGET, Budget
 from .core.noise import log_spread
 from .core.records import Result
 from .core.units import parse_percent, plural
-from .core.verdict import DEFAULT_THRESHOLD, is_regression, judge_all, parse_threshold
+from .core.verdict import DEFAULT_THRESHOLD, fails, is_regression, judge_all, parse_threshold
 from .core.versions import recorded_version, timing_epoch
 from .store.baseline import MAX_DRIFT, BaselineError, alike, baseline_path, how_measured
 from .store.peak_cache import DEFAULT_CACHE_DIR
@@ -234,14 +234,6 @@ def _cmd_merge(args) -> int:
     return EXIT_OK
 
 
-def _regressed(record: Result) -> bool:
-    """Whether a result's stored verdicts fail it, by the gate's rule (core.verdict.is_regression)."""
-    from types import SimpleNamespace
-
-    return is_regression(SimpleNamespace(time=record.judged.verdict, memory=record.judged.memory_verdict,
-                                         counters=record.judged.counter_verdict))
-
-
 def _cmd_merge_shards(args) -> int:
     """One report of the results JSON files that the shards of one run wrote (--gpuperf-shard, --gpuperf-json):
     the verdicts each shard reached, one table, optionally one JSON and one Markdown file."""
@@ -281,8 +273,9 @@ def _cmd_merge_shards(args) -> int:
                 raise _UsageError(f"{f}: {rec.id.nodeid} is also in {owner[rec.id.nodeid]}; shards are disjoint, "
                                   f"so these files are not the shards of one run")
             owner[rec.id.nodeid] = f
-            judged = rec.judgement
-            records.append(replace(rec, judgement=replace(judged, regression=_regressed(rec))) if judged else rec)
+            judged, words = rec.judgement, rec.judged  # a stored verdict fails by the gate's rule
+            regressed = fails(words.verdict, words.memory_verdict, words.counter_verdict)
+            records.append(replace(rec, judgement=replace(judged, regression=regressed)) if judged else rec)
     software = next((sw for _, _, sw, _, _ in loaded if sw), {})
     print(f"gpuperf merge-shards: {plural(len(args.files), 'file')}, {plural(len(records), 'result')}")
     print("\n".join(terminal_lines(records, device, width=_width())))
@@ -322,12 +315,13 @@ def _cmd_ab(args) -> int:
         raise _UsageError(f"gpuperf ab: {exc}") from None
     if len(gpus) > 1 and any(a.split("=", 1)[0] == "--gpuperf-device" for a in pytest_args):
         raise _UsageError("gpuperf ab: --gpuperf-device: --gpus gives each pytest process its GPU; leave it out")
-    if args.counters:  # said here once, not only in each round's log
+    if args.counters and args.count_undecided:
+        raise _UsageError("gpuperf ab: --counters counts every test in round 1; leave out --count-undecided")
+    if args.counters or args.count_undecided:  # said here once, not only in each round's log
         from .measure.counters import counting_refusal
 
-        refusal = counting_refusal()
-        if refusal:
-            raise _UsageError(f"gpuperf ab: --counters: {refusal}")
+        if refusal := counting_refusal():
+            raise _UsageError(f"gpuperf ab: {'--counters' if args.counters else '--count-undecided'}: {refusal}")
     try:
         check_outputs([("--json", args.json, False), ("--markdown", args.markdown, False), ("--logs", args.logs, True)])
     except pytest.UsageError as exc:
@@ -342,7 +336,7 @@ def _cmd_ab(args) -> int:
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         run = AbRun(pytest_args, rounds=args.rounds, baseline_dir=Path(args.baseline_dir), counters=args.counters,
-                    budget=budget, logs=args.logs and args.logs.resolve())
+                    count_undecided=args.count_undecided, budget=budget, logs=args.logs and args.logs.resolve())
         if len(gpus) > 1:
             verdicts, base, head = compare_on_gpus(run, Path.cwd(), args.base, gpus)
         else:  # on one GPU: the first visible unless --gpus named another
@@ -461,7 +455,7 @@ def _parser() -> _Parser:
     ms.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the summary as Markdown")
     ms.set_defaults(func=_cmd_merge_shards)
     a = sub.add_parser("ab", usage="gpuperf ab BASE [--rounds N] [--budget 2.5x|600s|10m|none] [--gpus all|N|I,J] "
-                                   "[--threshold PCT] [--counters] [--json PATH] [--markdown PATH] [--logs DIR] "
+                                   "[--threshold PCT] [--counters|--count-undecided] [--json PATH] [--markdown PATH] [--logs DIR] "
                                    "[--baseline-dir DIR] [-- PYTEST_ARGS...]",
                        help="measure a base revision and the working tree on this host's GPUs, interleaved; exit 1 "
                                   "if something got slower",
@@ -489,6 +483,9 @@ def _parser() -> _Parser:
     a.add_argument("--counters", action="store_true",
                    help="also count hardware counters (Nsight Compute) in each side's first round and judge them: "
                         "more instructions or DRAM bytes fails a test that timing cannot decide")
+    a.add_argument("--count-undecided", action="store_true",
+                   help="after the last round, count only the tests time left open (and the slower or faster) in one "
+                        "more process a side, which times them once more; judged as --counters; not held to --budget")
     a.add_argument("--json", metavar="PATH", type=Path, default=None,
                    help="the working tree's results and verdicts (pytest-benchmark JSON)")
     a.add_argument("--markdown", metavar="PATH", type=Path, default=None, help="the verdict table as Markdown")

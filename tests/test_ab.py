@@ -74,7 +74,7 @@ def worktrees(repo: Path) -> int:
 
 def test_a_real_slowdown_in_the_working_tree_fails(repo: Path, capsys) -> None:
     (repo / "test_spin.py").write_text(SPIN.format(delay=0.008))  # 4x slower, not committed
-    code = cli.main(["ab", "HEAD", "--rounds", "2", "--json", str(repo / "ab.json"), "--markdown",
+    code = cli.main(["ab", "HEAD", "--rounds", "2", "--budget", "none", "--json", str(repo / "ab.json"), "--markdown",
                      str(repo / "ab.md"), "--", "-q", "-p", "no:cacheprovider", "-o", "gpuperf_budget=0.05",
                      "test_spin.py::test_spin"])
     out, err = capsys.readouterr()
@@ -93,9 +93,10 @@ def test_a_real_slowdown_in_the_working_tree_fails(repo: Path, capsys) -> None:
 
 
 def fake_runner(medians: dict[str, dict[str, float]], calls: list, thresholds: dict[str, float] | None = None,
-                method: str = "events") -> ab.Runner:
+                method: str = "events", instructions: dict[str, dict[str, int]] | None = None) -> ab.Runner:
     """A pytest that 'measures' each test at a fixed median per side (told apart by its directory),
-    honouring the plan's selection, and records what it was asked."""
+    honouring the plan's selection, and records what it was asked; with --gpuperf-counters, each
+    test's `instructions` on that side."""
 
     def run(args: list[str], cwd: Path, log: Path) -> int:
         side = "head" if (cwd / "HEAD_MARK").exists() else "base"
@@ -113,6 +114,9 @@ def fake_runner(medians: dict[str, dict[str, float]], calls: list, thresholds: d
                     "noise": 0.001, "samples": 100, "ci_ms": [median[i] * 0.999, median[i] * 1.001],
                     "method": method, "cache": "cold", "timing": TIMING_VERSION,
                     "threshold": (thresholds or {}).get(i, 0.05)} for i in ids]
+        if "--gpuperf-counters" in args:
+            for r in results:
+                r["counters"] = {"instructions": [(instructions or {})[side][r["nodeid"]]]}
         results_store.write_json(json_path, [result(r) for r in results], {"key": "sim"}, {}, "2026-11-25T00:00:00")
         log.write_text(f"{len(ids)} passed\n")
         return 0
@@ -140,6 +144,41 @@ def test_rounds_alternate_and_only_undecided_tests_run_again(repo: Path) -> None
     assert ab.report(verdicts, base, head, say=lines.append) == 1
     assert any("6 pytest processes" in line for line in lines)
     assert worktrees(repo) == 1
+
+
+def test_count_undecided_counts_what_time_left_open_and_more_work_fails(repo: Path) -> None:
+    """--count-undecided: after the rounds, one more process a side counts the tests time left open
+    (0.3 µs calls, unsure for good) and the changed one, times them once more, and judges again: the
+    tiny call whose code does 20% more instructions fails by its counters; the other reads the same
+    work; the slowdown is said to be more work too; a test time decided is not counted."""
+    (repo / "HEAD_MARK").write_text("")
+    medians = {"base": {"t::same": 1.0, "t::slow": 1.0, "t::tiny": 0.0003, "t::tiny_more": 0.0003},
+               "head": {"t::same": 1.0, "t::slow": 1.2, "t::tiny": 0.0003, "t::tiny_more": 0.0003}}
+    instructions = {"base": {"t::slow": 900_000, "t::tiny": 50_000, "t::tiny_more": 50_000},
+                    "head": {"t::slow": 1_200_000, "t::tiny": 50_000, "t::tiny_more": 60_000}}
+    calls: list = []
+    lines: list[str] = []
+    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls, instructions=instructions),
+                   say=lines.append, count_undecided=True)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert [c[0] for c in calls] == ["base", "head", "head", "base", "base", "head", "head", "base"]
+    assert calls[6][1] == calls[7][1] == ["t::slow", "t::tiny", "t::tiny_more"]  # counted, and timed once more
+    assert "gpuperf ab: counting 3 tests that time left open or read changed, then timing them once more" in lines
+    assert verdicts["t::tiny"].time == "unsure" and verdicts["t::tiny"].counters == "same"
+    assert verdicts["t::tiny_more"].time == "unsure" and verdicts["t::tiny_more"].counters == "more"
+    assert verdicts["t::slow"].time == "slower" and verdicts["t::slow"].counters == "more"
+    assert verdicts["t::same"].counters is None and len(head.rounds) == 4
+    assert "gpuperf ab: after counting: 1 slower, 2 unsure, 1 same; counters: 2 more work, 1 same work" in lines
+    said: list[str] = []
+    assert ab.report(verdicts, base, head, say=said.append, markdown_path=repo / "ab.md") == 1
+    assert any(line.startswith("gpuperf ab: 2 tests undecided by time; counters judged 3 tests") for line in said)
+    quiet = ab.AbRun(["-q"], rounds=1, runner=fake_runner(medians, [], instructions=instructions), say=[].append)
+    assert "counters judged 3 tests (2 more work, 1 same work)" in (repo / "ab.md").read_text()
+    plain, *sides = ab.compare_revisions(quiet, repo, "HEAD")  # one round, nothing counted
+    lines.clear()
+    assert ab.report(plain, *sides, say=lines.append, markdown_path=repo / "plain.md") == 1
+    assert any("undecided by time: gpuperf ab --count-undecided decides them" in line for line in lines)
+    assert "gpuperf ab --count-undecided decides them by hardware counters" in (repo / "plain.md").read_text()
 
 
 def test_unsure_tests_more_rounds_could_not_decide_are_not_measured_again(repo: Path) -> None:

@@ -494,10 +494,14 @@ def test_ab_refuses_counters_it_cannot_count_up_front(monkeypatch, capsys) -> No
     monkeypatch.setattr(counting, "has_cuda", lambda: False)
     assert cli.main(["ab", "HEAD", "--counters", "--", "t.py"]) == 2
     assert "gpuperf ab: --counters: no CUDA device is visible" in capsys.readouterr().err
+    assert cli.main(["ab", "HEAD", "--count-undecided", "--", "t.py"]) == 2
+    assert "gpuperf ab: --count-undecided: no CUDA device is visible" in capsys.readouterr().err
+    assert cli.main(["ab", "HEAD", "--counters", "--count-undecided", "--", "t.py"]) == 2
+    assert "leave out --count-undecided" in capsys.readouterr().err
     from pytest_gpuperf.ab import AbError, pytest_args_for
 
     for option in ("--gpuperf-counters", "--gpuperf-count-undecided"):
-        with pytest.raises(AbError, match="give gpuperf ab --counters instead"):
+        with pytest.raises(AbError, match=r"give gpuperf ab --counters \(every test.*or --count-undecided"):
             pytest_args_for([option], Path.cwd(), Path.cwd())
 
 

@@ -462,7 +462,12 @@ def undecided_by_time(r: Result) -> bool:
 def is_regression(v: Verdict) -> bool:
     """Does this verdict fail the test? A slowdown, more peak memory, or more work by the counters
     where time did not decide it was faster."""
-    return v.time == "slower" or v.memory == "slower" or (v.counters == MORE and v.time != "faster")
+    return fails(v.time, v.memory, v.counters)
+
+
+def fails(time: str | None, memory: str | None, counters: str | None) -> bool:
+    """`is_regression` on a verdict's words (time, memory, counters), as a results file stores them."""
+    return time == "slower" or memory == "slower" or (counters == MORE and time != "faster")
 
 
 def is_suspect(v: Verdict) -> bool:

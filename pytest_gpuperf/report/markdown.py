@@ -22,8 +22,10 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(results: list[Result], device: dict, software: dict, *, note: str | None = None) -> str:
-    """The summary as GitHub-flavoured Markdown (a CI step summary): one table per group."""
+def markdown(results: list[Result], device: dict, software: dict, *, note: str | None = None,
+             counting: str = "--gpuperf-counters") -> str:
+    """The summary as GitHub-flavoured Markdown (a CI step summary): one table per group. `counting`:
+    the option that counts the tests time left open (`counters_line`)."""
     out = [f"## pytest-gpuperf: {_md_escape((device or {}).get('name') or (device or {}).get('key') or 'unknown device')}",
            ""]
     info = []
@@ -43,7 +45,7 @@ def markdown(results: list[Result], device: dict, software: dict, *, note: str |
     ceiling = ceiling_line(results)
     if ceiling:
         out += [_md_escape(ceiling), ""]
-    work = counters_line(results)
+    work = counters_line(results, counting)
     if work:
         out += [_md_escape(work.removeprefix("gpuperf: ")), ""]
     regressions = [r for r in results if r.judged.regression or r.judged.verdict == "slower"
@@ -78,6 +80,7 @@ def markdown(results: list[Result], device: dict, software: dict, *, note: str |
     return "\n".join(out)
 
 
-def write_markdown(path: Path, results: list[Result], device: dict, software: dict, *, note: str | None = None) -> None:
+def write_markdown(path: Path, results: list[Result], device: dict, software: dict, *, note: str | None = None,
+                   counting: str = "--gpuperf-counters") -> None:
     """`note` (e.g. why a run stopped early) is a bold line above the counts."""
-    atomic_write_text(Path(path), markdown(results, device, software, note=note))
+    atomic_write_text(Path(path), markdown(results, device, software, note=note, counting=counting))

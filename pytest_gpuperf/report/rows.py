@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import re
 import statistics
+from collections.abc import Mapping
 from typing import Iterable
 
 from ..core.counters import LESS, MORE, OTHER, SAME
@@ -18,6 +19,7 @@ __all__ = ["COLUMNS", "PARAM_MIN_WIDTH", "cells_of", "ceiling_line", "detects_te
            "fmt_mem",
            "fmt_pct", "fmt_rate", "grouped", "kept_columns", "middle_truncate", "natural_key", "nodeid_name",
            "nodeid_param", "param_width", "peaks_text", "record_group", "row_key", "series_and_case", "summary_counts", "counters_line",
+           "counter_words",
            "first_calls_lines", "undecided_by_time", "undecided_same",
            "time_line", "is_undecided", "verdict_parts", "verdict_text"]
 
@@ -85,9 +87,10 @@ def verdict_text(r: Result) -> str:
 VERDICT_ORDER = ("slower", "unsure", "undecided", "faster", "same", "new", "missing")
 
 
-def counters_line(results: list[Result]) -> str | None:
+def counters_line(results: list[Result], counting: str = "--gpuperf-counters") -> str | None:
     """What the counters decided: more or less work anywhere, and among the tests the time could not
-    decide, how many the counters decided; None where no result was judged by time."""
+    decide, how many the counters decided; None where no result was judged by time. `counting`: the
+    option that counts them, where none was counted."""
     undecided = [r for r in results if undecided_by_time(r)]
     judged = [r for r in results if r.judged.counter_verdict]
     if not undecided and not judged:
@@ -97,15 +100,19 @@ def counters_line(results: list[Result]) -> str | None:
     decided = sum(1 for r in undecided if r.judged.counter_verdict in (MORE, LESS, SAME))
     text = f"gpuperf: {plural(len(undecided), 'test')} undecided by time"
     if judged:
-        text += (f"; counters judged {plural(len(judged), 'test')} (" + ", ".join(
-            f"{words[w]} {w} work" if w != OTHER else f"{words[w]} other kernels than recorded"
-            for w in (MORE, LESS, SAME, OTHER) if words[w])
-                 + f") and decided {decided} of the {len(undecided)}")
+        text += (f"; counters judged {plural(len(judged), 'test')} ({counter_words(words)}) and decided "
+                 f"{decided} of the {len(undecided)}")
     elif any(r.counters for r in results):
         text += ": the baseline holds no counters to judge them by; record them (--gpuperf-counters --gpuperf-save)"
     else:
-        text += ": --gpuperf-counters decides them by hardware counters"
+        text += f": {counting} decides them by hardware counters"
     return text
+
+
+def counter_words(words: Mapping[str, int]) -> str:
+    """'3 more work, 40 same work, 1 other kernels than recorded': how many tests got each counter verdict."""
+    return ", ".join(f"{words[w]} {w} work" if w != OTHER else f"{words[w]} other kernels than recorded"
+                     for w in (MORE, LESS, SAME, OTHER) if words.get(w))
 
 
 def _pct(x: float) -> str:
