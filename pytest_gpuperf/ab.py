@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .ab_budget import Budget, Spent, latest_cost_s, left_out_note, left_out_said, next_round
-from .ab_checkout import AbError, base_checkout, git, pytest_args_for, rounds_folder
+from .ab_checkout import AbError, base_checkout, git, in_base, pytest_args_for, rounds_folder
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
 from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
@@ -253,18 +253,6 @@ def _stored_history(record: Result, entry: Entry | None) -> list[float]:
     return entry.history if usable else []
 
 
-def _in_base(path: Path | None, cwd: Path, repo: Path, base_root: Path) -> Path | None:
-    """`path` (relative to `cwd`) as the base checkout holds it, where it lies inside the repository;
-    elsewhere as given."""
-    if path is None:
-        return None
-    full = (Path(cwd) / path).resolve()
-    try:
-        return base_root / full.relative_to(repo)
-    except ValueError:
-        return full
-
-
 #: How strongly a verdict claims something: a process offset may lower it, never raise it.
 _CLAIM = {"same": 0, "unsure": 1, "slower": 2, "faster": 2}
 
@@ -290,14 +278,18 @@ def judge_sides(base: Side, head: Side, stored: Mapping[str, Entry] | None = Non
     return verdicts
 
 
+def _asked(record: Result) -> float:
+    """The threshold a test asked for: its marker's, else the pytest arguments', else the default."""
+    return float(record.threshold) if record.threshold is not None else DEFAULT_THRESHOLD
+
+
 def _judge(old: Mapping[str, Result], new: Mapping[str, Result], stored: Mapping[str, Entry]) -> dict[str, Verdict]:
     out = {}
     for nodeid in sorted(old.keys() | new.keys()):
-        recorded = (new.get(nodeid) or old[nodeid]).threshold
-        limit = recorded if recorded is not None else DEFAULT_THRESHOLD
+        limit = _asked(new.get(nodeid) or old[nodeid])
         base, now = old.get(nodeid), new.get(nodeid)
         related = _stored_history(base, stored.get(nodeid)) if base is not None else []
-        out[nodeid] = judge(base, now, float(limit), prior=SAME_MACHINE, related=related)
+        out[nodeid] = judge(base, now, limit, prior=SAME_MACHINE, related=related)
     return out
 
 
@@ -371,7 +363,7 @@ def checkout(run: AbRun, cwd: Path, revision: str) -> Iterator[Checkout]:
             raise AbError(f"{relative} does not exist at {revision} ({commit[:10]}): run gpuperf ab from a "
                           f"directory both revisions have")
         yield Checkout(repo, relative, revision, commit, base_root, work,
-                       _in_base(run.baseline_dir, cwd, repo, base_root))
+                       in_base(run.baseline_dir, cwd, repo, base_root))
 
 
 def compare_revisions(run: AbRun, cwd: Path, revision: str) -> tuple[dict, Side, Side]:
@@ -417,14 +409,11 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
                 break
             if index + 1 < run.rounds:
                 run.say(f"gpuperf ab: measuring {plural(len(plan.select), 'undecided test')} again")
-        plan.select = left_open(verdicts) if run.count_undecided else []
+        plan.select = left_open(verdicts, base, head) if run.count_undecided else []
         if plan.select:
-            run.say(f"gpuperf ab: counting {plural(len(plan.select), 'test')} that time left open or read changed, "
-                    "then timing them once more")
             started = judged + 1
-            _round(run, co, (base, head), judged, plan, verdicts, judged, count=True)
-            verdicts, judged = judge_sides(base, head, stored), started
-            run.say(f"gpuperf ab: after counting: {counts_text(verdicts)}; counters: {counters_text(verdicts)}")
+            verdicts, judged = _count_round(run, co, (base, head), plan, verdicts, judged, stored)
+            over_budget -= set(plan.select)  # measured again after all
     except KeyboardInterrupt:
         if not verdicts:
             raise
@@ -436,9 +425,9 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
 
 
 def _round(run: AbRun, co: Checkout, sides: tuple[Side, Side], index: int, plan: Plan,
-           verdicts: dict[str, Verdict], judged: int, count: bool = False) -> None:
-    """Round `index + 1`: a process of each side (base first in odd rounds). A failure once a round
-    was judged is AbIncomplete, with the `judged` rounds before it."""
+           verdicts: dict[str, Verdict], judged: int, count: bool = False, name: str | None = None) -> None:
+    """Round `index + 1` (or `name`): a process of each side (base first in odd rounds). A failure once
+    a round was judged is AbIncomplete, with the `judged` rounds before it."""
     base, head = sides
     for side in (sides if index % 2 == 0 else sides[::-1]):
         try:
@@ -446,18 +435,39 @@ def _round(run: AbRun, co: Checkout, sides: tuple[Side, Side], index: int, plan:
         except AbError as exc:
             if not verdicts:
                 raise
-            raise AbIncomplete(f"{exc} (round {index + 1}; the report holds the rounds before it)",
+            raise AbIncomplete(f"{exc} ({name or f'round {index + 1}'}; the report holds the rounds before it)",
                                verdicts, _rounds_before(base, judged), _rounds_before(head, judged)) from None
         if not plan.methods:  # every later process times each test as the base's first did
             plan.methods = first_methods(base)
 
 
-def left_open(verdicts: Mapping[str, Verdict]) -> list[str]:
-    """The tests `count_undecided` counts: those time left open (`unsure`, or a `same` whose noise bound
-    exceeds its threshold) and the `slower` or `faster` ones, whose counters say whether the code or the
-    machine moved."""
+def left_open(verdicts: Mapping[str, Verdict], base: Side, head: Side) -> list[str]:
+    """The tests `count_undecided` counts: those time left open (`unsure`, or a `same` that could not
+    see the threshold its test asked for, as the report's `same?`) and the `slower` or `faster` ones,
+    whose counters say whether the code or the machine moved."""
+    old, new = base.combined(), head.combined()
     return sorted(k for k, v in verdicts.items() if v.time in ("unsure", *_CHANGED)
-                  or is_undecided(v.time, v.noise_bound, v.threshold))
+                  or is_undecided(v.time, v.detectable, _asked(new.get(k) or old[k])))
+
+
+def _count_round(run: AbRun, co: Checkout, sides: tuple[Side, Side], plan: Plan, verdicts: dict[str, Verdict],
+                 judged: int, stored: Mapping[str, Entry] | None) -> tuple[dict[str, Verdict], int]:
+    """`count_undecided`'s round over `plan.select`: (the verdicts judged again, the rounds judged). A
+    failed process leaves the verdicts of the timed rounds, and says why."""
+    run.say(f"gpuperf ab: counting {plural(len(plan.select), 'test')} that time left open or read changed, "
+            "then timing them once more")
+    try:
+        _round(run, co, sides, judged, plan, verdicts, judged, count=True, name="the counting round")
+    except AbIncomplete as exc:
+        for side in sides:  # the timed rounds stand; the time of every process still counts
+            del side.rounds[judged:], side.process_seconds[judged:]
+        run.say(f"gpuperf ab: {exc.args[0]}; the verdicts stand on the timed rounds")
+        return verdicts, judged
+    verdicts = judge_sides(*sides, stored)
+    counted = [r for side in sides for r in side.rounds[-1].values() if r.counters is not None]
+    run.say(f"gpuperf ab: after counting: {counts_text(verdicts)}; counters: {counters_text(verdicts)}"
+            + ("" if counted else " (no process returned counters: its log says why; --logs keeps it)"))
+    return verdicts, judged + 1
 
 
 def counters_text(verdicts: Mapping[str, Verdict]) -> str:

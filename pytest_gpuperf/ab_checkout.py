@@ -94,3 +94,15 @@ def rounds_folder(keep: Path | None) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="gpuperf-ab-runs-") as tmp:
         yield Path(tmp)
+
+
+def in_base(path: Path | None, cwd: Path, repo: Path, base_root: Path) -> Path | None:
+    """`path` (relative to `cwd`) as the base checkout holds it, where it lies inside the repository;
+    elsewhere as given."""
+    if path is None:
+        return None
+    full = (Path(cwd) / path).resolve()
+    try:
+        return base_root / full.relative_to(repo)
+    except ValueError:
+        return full

@@ -181,6 +181,49 @@ def test_count_undecided_counts_what_time_left_open_and_more_work_fails(repo: Pa
     assert "gpuperf ab --count-undecided decides them by hardware counters" in (repo / "plain.md").read_text()
 
 
+def test_count_undecided_also_counts_a_same_that_could_not_see_its_threshold() -> None:
+    """A 3 µs call held to 1% reads `same` at a bound of 1.56% (its threshold raised to the smallest
+    meaningful change, 1.67%): it could not see the 1% it asked for, so it is counted, as the report
+    calls it `same?`; a 1 ms call at 5% whose bound is 1% decided, and is not."""
+    records = {"t::tiny": result({"nodeid": "t::tiny", "median_ms": 0.003, "threshold": 0.01}),
+               "t::big": result({"nodeid": "t::big", "median_ms": 1.0, "threshold": 0.05})}
+    base, head = (ab.Side(label, label, Path("."), rounds=[records]) for label in ("base", "head"))
+    judged = ab.judge_sides(base, head)
+    verdicts = {"t::tiny": replace(judged["t::tiny"], time="same", noise_bound=0.0156, threshold=0.0167),
+                "t::big": replace(judged["t::big"], time="same", noise_bound=0.01, threshold=0.05)}
+    assert ab.left_open(verdicts, base, head) == ["t::tiny"]
+
+
+def test_count_undecided_with_a_spent_budget_and_a_failed_count(repo: Path) -> None:
+    """Unsure tests the budget left out are counted and timed once more, so their verdicts no longer
+    say they were not measured again. A counting process that fails leaves the timed rounds' verdicts
+    and says so; the A/B still ends with its exit status."""
+    (repo / "HEAD_MARK").write_text("")
+    medians = {side: {"t::tiny": 0.0003, "t::tiny2": 0.0003} for side in ("base", "head")}
+    instructions = {side: {"t::tiny": 50_000, "t::tiny2": 50_000} for side in ("base", "head")}
+    lines: list[str] = []
+    runner = fake_runner(medians, [], instructions=instructions)
+    run = ab.AbRun(["-q"], rounds=3, runner=runner, say=lines.append, count_undecided=True, budget=Budget.parse("1x"))
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert len(head.rounds) == 2 and {v.counters for v in verdicts.values()} == {"same"}
+    assert not any(v.message.endswith(ab_budget.LEFT_OUT) for v in verdicts.values())
+
+    def failing(args: list[str], cwd: Path, log: Path) -> int:
+        if "--gpuperf-counters" in args:
+            log.write_text("CUDA error: out of memory\n")
+            return 3
+        return runner(args, cwd, log)
+
+    lines.clear()
+    run = ab.AbRun(["-q"], rounds=1, runner=failing, say=lines.append, count_undecided=True)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert len(base.rounds) == len(head.rounds) == 1 and len(base.process_seconds) == 1
+    assert {v.time for v in verdicts.values()} == {"unsure"} and all(v.counters is None for v in verdicts.values())
+    assert any("(the counting round; the report holds the rounds before it); the verdicts stand on the timed rounds"
+               in line for line in lines)
+    assert ab.report(verdicts, base, head, say=lines.append) == 0
+
+
 def test_unsure_tests_more_rounds_could_not_decide_are_not_measured_again(repo: Path) -> None:
     """After round 1 an unsure test runs again only where its noise bound, projected to the rounds
     left, could still decide it: a 1 ms call held to 1% (its bound shrinks within it) and a 0.3 µs
