@@ -413,7 +413,8 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
         if plan.select:
             started = judged + 1
             verdicts, judged = _count_round(run, co, (base, head), plan, verdicts, judged, stored)
-            over_budget -= set(plan.select)  # measured again after all
+            if judged == started:
+                over_budget -= set(plan.select)  # measured again after all
     except KeyboardInterrupt:
         if not verdicts:
             raise

@@ -199,12 +199,13 @@ def test_count_undecided_with_a_spent_budget_and_a_failed_count(repo: Path) -> N
     say they were not measured again. A counting process that fails leaves the timed rounds' verdicts
     and says so; the A/B still ends with its exit status."""
     (repo / "HEAD_MARK").write_text("")
-    medians = {side: {"t::tiny": 0.0003, "t::tiny2": 0.0003} for side in ("base", "head")}
-    instructions = {side: {"t::tiny": 50_000, "t::tiny2": 50_000} for side in ("base", "head")}
+    medians = {side: {"t::tight": 1.0, "t::tiny": 0.0003} for side in ("base", "head")}
+    instructions = {side: {"t::tight": 900_000, "t::tiny": 50_000} for side in ("base", "head")}
     lines: list[str] = []
-    runner = fake_runner(medians, [], instructions=instructions)
+    runner = fake_runner(medians, [], thresholds={"t::tight": 0.01}, instructions=instructions)
     run = ab.AbRun(["-q"], rounds=3, runner=runner, say=lines.append, count_undecided=True, budget=Budget.parse("1x"))
     verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert any("1 unsure test not measured again: the budget" in line for line in lines)  # t::tight
     assert len(head.rounds) == 2 and {v.counters for v in verdicts.values()} == {"same"}
     assert not any(v.message.endswith(ab_budget.LEFT_OUT) for v in verdicts.values())
 
@@ -215,8 +216,9 @@ def test_count_undecided_with_a_spent_budget_and_a_failed_count(repo: Path) -> N
         return runner(args, cwd, log)
 
     lines.clear()
-    run = ab.AbRun(["-q"], rounds=1, runner=failing, say=lines.append, count_undecided=True)
+    run = ab.AbRun(["-q"], rounds=3, runner=failing, say=lines.append, count_undecided=True, budget=Budget.parse("1x"))
     verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert verdicts["t::tight"].message.endswith(ab_budget.LEFT_OUT)  # not measured again, still
     assert len(base.rounds) == len(head.rounds) == 1 and len(base.process_seconds) == 1
     assert {v.time for v in verdicts.values()} == {"unsure"} and all(v.counters is None for v in verdicts.values())
     assert any("(the counting round; the report holds the rounds before it); the verdicts stand on the timed rounds"
