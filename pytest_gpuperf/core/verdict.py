@@ -306,7 +306,6 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
     held = time in ("slower", "faster") and (bool(slowed) or capped) and bool(clk_b and clk_n) and (
         sign * (clk_b - clk_n) > 0) and not beyond(  # the slower side ran at the lower clock,
         sign * ((1.0 + change) * clk_n / clk_b - 1.0), bound, threshold, prior.margin_share)  # which explains it
-    judged_held = time
     if held:
         time = "unsure"
     nodes, whose = _graph_nodes(base, now)
@@ -331,16 +330,16 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
     if loaded[0] != loaded[1]:
         parts.append(f"only {'the baseline' if loaded[0] else 'this run'} was sampled in an unbroken loop (the "
                      "power cap held its clock down), so it is not judged slower or faster: record it again")
-    lower, higher = ("this run", "the baseline") if judged_held == "slower" else ("the baseline", "this run")
+    lower, higher = ("this run", "the baseline") if judged == "slower" else ("the baseline", "this run")
     if held and slowed:
-        again = "run it again" if judged_held == "slower" else "record the baseline again (an A/B: run it again)"
+        again = "run it again" if judged == "slower" else "record the baseline again (an A/B: run it again)"
         parts.append(f"a {', '.join(slowed)} slowdown held {lower}'s clocks down and not {higher}'s, and the "
-                     f"lower clock explains the change, so it is not judged {judged_held}: {again} on a cooler GPU")
+                     f"lower clock explains the change, so it is not judged {judged}: {again} on a cooler GPU")
     elif held:
-        clocks = (clk_n, clk_b) if judged_held == "slower" else (clk_b, clk_n)
+        clocks = (clk_n, clk_b) if judged == "slower" else (clk_b, clk_n)
         parts.append(f"the power cap held both sides' clocks, {lower}'s at {clocks[0]:.0f} MHz against "
                      f"{higher}'s {clocks[1]:.0f}, and the lower clock explains the change, so it is not judged "
-                     f"{judged_held} (the GPU's power state, not the code): counters decide it "
+                     f"{judged} (the GPU's power state, not the code): counters decide it "
                      "(--gpuperf-count-undecided)")
     once = [side for side, r in (("the baseline", base), ("this run", now)) if len(medians(r)) == 1
             and r.stats.ci_ms is not None and not r.stats.ci_ms.bounded]
