@@ -38,7 +38,7 @@ import torch
 from conftest import HAS_CUDA, require
 
 from kernels import flash_attention as fa
-from pytest_gpuperf.measure.cuda_timer import allocator_bytes
+from pytest_gpuperf.measure.peak_memory import call_peak
 
 DTYPES = ["bfloat16", "float16"]
 SMALL = [(1, 2, 77, 64), (1, 2, 128, 64)]
@@ -268,12 +268,7 @@ def _extra_peak(fn) -> int:
     """Bytes requested at the peak of fn() beyond those held before it, counted as the harness counts
     a call's peak (requested, not the allocator's rounded blocks)."""
     gc.collect()  # garbage of earlier tests freed inside fn() would hide part of its peak
-    torch.cuda.synchronize()
-    before, _ = allocator_bytes(torch)
-    torch.cuda.reset_peak_memory_stats()
-    result = fn()
-    torch.cuda.synchronize()
-    peak = allocator_bytes(torch)[1] - before
+    result, peak = call_peak(torch, torch.cuda.current_device(), fn)
     del result
     return peak
 

@@ -199,9 +199,11 @@ def failures_text(side: Side) -> str:
 def combined(records: list[Result]) -> Result:
     """A side's rounds of one test as one record: the last round's record with every round's median
     in `history` and their center as the median, every round's throttle reasons, their middle
-    SM clock (the verdict weighs a thermal slowdown by it) and their middle slow-replay reading
-    (a round in a fresh process counting 0), which stand for the side as its median does."""
+    SM clock (the verdict weighs a thermal slowdown by it), their middle slow-replay reading
+    (a round in a fresh process counting 0) and their middle peak memory, which stand for the side
+    as its median does, and every round's peak in `peak_memory_history` (the range a base's is judged by)."""
     history = [r.stats.median_ms for r in records]
+    peaks = [int(p) for p in (as_number(r.peak_memory_bytes) for r in records) if p is not None]
     clocks = [r.sm_clock_mhz for r in records if isinstance(r.sm_clock_mhz, int)]
     slowed = [as_number(r.slow_replay_us) or 0.0 for r in records]
     counted = merge_all([r.counters for r in records])  # only the rounds that counted carry them
@@ -210,7 +212,8 @@ def combined(records: list[Result]) -> Result:
                    throttle=sorted({t for r in records for t in throttle_reasons(r)}),
                    sm_clock_mhz=statistics.median_high(clocks) if clocks else None,
                    slow_replay_us=statistics.median_high(slowed) or None,
-                   counters=counted)
+                   peak_memory_bytes=statistics.median_low(peaks) if peaks else last.peak_memory_bytes,
+                   peak_memory_history=peaks or None, counters=counted)
 
 
 #: A stored entry's recordings pool into a graph-timed test's spread (`stored_spreads`) when it holds
@@ -311,14 +314,15 @@ _CHANGED = ("slower", "faster")
 def undecided(verdicts: dict[str, Verdict], base: Side, head: Side, rounds: int,
               stored: Mapping[str, Entry] | None = None) -> tuple[list[str], list[str]]:
     """(tests another round could still decide, unsure tests it could not). Measured again: `slower`
-    or `faster` ones that either side has measured fewer than CONFIRMING_ROUNDS times, and `unsure`
+    or `faster` ones, by time or peak memory (`Verdict.changed`), that either side has measured fewer than
+    CONFIRMING_ROUNDS times, and `unsure`
     ones whose noise bound, projected to `rounds` a side, could still decide them (`could_decide`). The
     rest are unsure for good: noise beyond their threshold at every round count `--rounds` allows."""
     base_rounds, head_rounds = base.measured(), head.measured()
     old, new = base.combined(), head.combined()
     again, hopeless = [], []
     for k, v in sorted(verdicts.items()):
-        if v.time in _CHANGED and min(base_rounds[k], head_rounds[k]) < CONFIRMING_ROUNDS:
+        if v.changed and min(base_rounds[k], head_rounds[k]) < CONFIRMING_ROUNDS:
             again.append(k)
         elif v.time == "unsure":
             decidable = k in old and k in new and could_decide(v, projected_bound(
@@ -403,7 +407,7 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
                         f"{'its' if len(newly) == 1 else 'their'} threshold even at {run.rounds} rounds a side")
             if run.budget is not None and plan.select and index + 1 < run.rounds:
                 plan.select, dropped = _within_budget(run, [k for k in plan.select if k not in over_budget],
-                                                      verdicts, base, head)
+                                                      verdicts, base, head, run.rounds - index - 2)
                 over_budget.update(dropped)
             if not plan.select:
                 break
@@ -479,12 +483,13 @@ def counters_text(verdicts: Mapping[str, Verdict]) -> str:
 
 
 def _within_budget(run: AbRun, select: list[str], verdicts: dict[str, Verdict], base: Side,
-                   head: Side) -> tuple[list[str], list[str]]:
-    """(the tests the next round measures within `run.budget`, those it leaves out): `ab_budget.next_round`."""
+                   head: Side, after: int) -> tuple[list[str], list[str]]:
+    """(the tests the next round measures within `run.budget`, those it leaves out): `ab_budget.next_round`,
+    with `after` rounds that may follow it."""
     spent = Spent.of([(side.process_seconds, side.rounds) for side in (base, head)])
     cost_s = {k: latest_cost_s(k, [base.rounds, head.rounds]) for k in select}
-    kept, dropped, note = next_round(run.budget, spent, select, {k for k in select if verdicts[k].time in _CHANGED},
-                                     cost_s)
+    kept, dropped, note = next_round(run.budget, spent, select, {k for k in select if verdicts[k].changed},
+                                     cost_s, after)
     if note:
         run.say(note)
     return kept, dropped

@@ -147,9 +147,10 @@ def within(select: Sequence[str], required: set[str], left_s: float, fixed_s: fl
 
 
 def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: set[str],
-               cost_s: Mapping[str, float]) -> tuple[list[str], list[str], str | None]:
+               cost_s: Mapping[str, float], after: int = 0) -> tuple[list[str], list[str], str | None]:
     """(the tests the next round measures within `budget`, those it leaves out, a line saying so or
-    None). Each process is taken to cost what the costliest later one so far cost beyond its tests,
+    None). `after`: the rounds that may still follow it; each keeps back what its processes cost
+    beyond their tests, for the rounds that confirm a change this one finds (always run). Each process is taken to cost what the costliest later one so far cost beyond its tests,
     plus the first call that may move to one of its tests (`Spent.moved_first_call_s`: the process's
     first `torch.compile` lands on whichever test runs first; docs/gate.md). Before a later process has
     run: LATER_PROCESS_S, or less where a plain run or the cheaper of round 1's processes beyond its
@@ -162,12 +163,14 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
         fixed_s = max(spent.later_s) + spent.moved_first_call_s(select)
     else:
         fixed_s = min(LATER_PROCESS_S, plain_s, *(spent.first_beyond_s or ()))
-    kept, dropped = within(select, required, left_s, fixed_s, cost_s)
+    kept_back_s = after * PROCESSES_PER_ROUND * fixed_s
+    kept, dropped = within(select, required, left_s - kept_back_s, fixed_s, cost_s)
     if not dropped:
         return kept, dropped, None
+    held = f", {kept_back_s:.0f} s of them kept for confirming a change" if kept_back_s and left_s > 0 else ""
     return kept, dropped, (f"gpuperf ab: {plural(len(dropped), 'unsure test')} not measured again: the budget "
-                           f"({budget}, {limit_s:.0f} s) has {max(left_s, 0.0):.0f} s left; --budget {NO_BUDGET} "
-                           "measures them")
+                           f"({budget}, {limit_s:.0f} s) has {max(left_s, 0.0):.0f} s left{held}; --budget "
+                           f"{NO_BUDGET} measures them")
 
 
 #: What the verdict of an unsure test the budget left out ends with.

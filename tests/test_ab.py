@@ -93,10 +93,11 @@ def test_a_real_slowdown_in_the_working_tree_fails(repo: Path, capsys) -> None:
 
 
 def fake_runner(medians: dict[str, dict[str, float]], calls: list, thresholds: dict[str, float] | None = None,
-                method: str = "events", instructions: dict[str, dict[str, int]] | None = None) -> ab.Runner:
+                method: str = "events", instructions: dict[str, dict[str, int]] | None = None,
+                peaks: dict[str, dict[str, int | list[int]]] | None = None) -> ab.Runner:
     """A pytest that 'measures' each test at a fixed median per side (told apart by its directory),
     honouring the plan's selection, and records what it was asked; with --gpuperf-counters, each
-    test's `instructions` on that side."""
+    test's `instructions` on that side; each test's peak memory in `peaks` (a list: one per process)."""
 
     def run(args: list[str], cwd: Path, log: Path) -> int:
         side = "head" if (cwd / "HEAD_MARK").exists() else "base"
@@ -114,6 +115,9 @@ def fake_runner(medians: dict[str, dict[str, float]], calls: list, thresholds: d
                     "noise": 0.001, "samples": 100, "ci_ms": [median[i] * 0.999, median[i] * 1.001],
                     "method": method, "cache": "cold", "timing": TIMING_VERSION,
                     "threshold": (thresholds or {}).get(i, 0.05)} for i in ids]
+        for r in results:
+            peak = (peaks or {}).get(side, {}).get(r["nodeid"])
+            r["peak_memory_bytes"] = peak[index] if isinstance(peak, list) else peak
         if "--gpuperf-counters" in args:
             for r in results:
                 r["counters"] = {"instructions": [(instructions or {})[side][r["nodeid"]]]}
@@ -345,6 +349,18 @@ def test_the_first_later_round_is_planned_with_what_round_1_cost_beyond_its_test
     assert ab_budget.next_round(Budget.parse("2.5x"), untold, sorted(tests), set(), tests)[0] == []
 
 
+def test_a_round_that_more_rounds_may_follow_keeps_back_what_confirming_a_change_costs() -> None:
+    """As above (25 s left, 4 s a later process beyond its tests), with one more round allowed after
+    the planned one: 2 x 4 s are kept for confirming a change it finds, so 4 of the 1 s unsure tests
+    fit in the 17 s (2 x (4 + 4) = 16), not 8; the line says what was kept."""
+    tests = {f"t::u{i}": 1.0 for i in range(12)}
+    spent = ab_budget.Spent.of([([50.0], [_results({"t::rest": 34.0} | tests)]),
+                                ([50.0], [_results({"t::rest": 33.0} | tests)])])
+    kept, dropped, said = ab_budget.next_round(Budget.parse("2.5x"), spent, sorted(tests), set(), tests, after=1)
+    assert len(kept) == 4 and len(dropped) == 8
+    assert "has 25 s left, 8 s of them kept for confirming a change; --budget none" in said
+
+
 def test_a_plain_run_is_round_1s_faster_process() -> None:
     """Round 1's base process took 60 s (the first on a fresh host also measures the node gap), its head
     50 s: 2.5x is 125 s, not 137.5 s of their mean, so 15 s are left, and each later process is taken
@@ -418,6 +434,25 @@ def test_a_change_that_later_rounds_do_not_repeat_is_not_a_verdict(repo: Path) -
     assert "gpuperf ab: after round 1: 1 slower, 1 faster" in lines
     assert len(head.rounds) == 3 and {v.time for v in verdicts.values()} <= {"same", "unsure"}
     assert ab.report(verdicts, base, head, say=lines.append) == 0
+
+
+def test_a_peak_memory_change_is_confirmed_in_later_rounds_like_time(repo: Path) -> None:
+    """The base's first process read t::a's peak 12 MB low (one call's peak can differ between
+    processes): memory `slower` after round 1, so t::a is measured again, and after round 2 the
+    base's range of peaks holds the head's. t::b's growth repeats in every round and fails."""
+    (repo / "HEAD_MARK").write_text("")
+    mib = 1 << 20
+    medians = {"base": {"t::a": 1.0, "t::b": 1.0}, "head": {"t::a": 1.0, "t::b": 1.0}}
+    peaks = {"base": {"t::a": [195 * mib, 207 * mib, 207 * mib], "t::b": 100 * mib},
+             "head": {"t::a": 207 * mib, "t::b": 120 * mib}}
+    calls: list = []
+    lines: list[str] = []
+    run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls, peaks=peaks), say=lines.append)
+    verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
+    assert [ids for _, ids, _ in calls] == [["t::a", "t::b"]] * 4 + [["t::b"]] * 2
+    assert verdicts["t::a"].memory == "same" and verdicts["t::b"].memory == "slower"
+    assert base.combined()["t::a"].peak_memory_history == [195 * mib, 207 * mib]
+    assert ab.report(verdicts, base, head, say=lines.append) == 1
 
 
 def test_a_process_whose_graph_timed_calls_all_read_apart_is_corrected(repo: Path) -> None:

@@ -4,6 +4,9 @@
 B2 H8 N1000 D128, measured by measure() five times in one process, with the allocator's cache
 shaped differently before each (nothing, emptied, blocks of 3, 5 and 33 MB cached). Prints each
 measurement's peak (requested bytes, as stored) and the allocated bytes' peak over the same call.
+Then the same call on a stream of its own (as the timer's calibration stream runs it), its gradients
+dropped while it still runs: the requested bytes after a synchronize, and after one more allocation
+(`peak_memory.settle_frees`), three times.
 """
 import torch
 
@@ -48,3 +51,15 @@ for name, sizes in shapes.items():
     print(f"{name:9}: peak {m.peak_memory_bytes:,} B (measure(): requested bytes, inputs included)  allocated over one "
           f"call {allocated_peak(call):,} B (inputs not included)"
           f"  median {m.median_ms * 1e3:.1f} us", flush=True)
+
+side = torch.cuda.Stream()
+with torch.cuda.stream(side):
+    for trial in range(3):
+        grads = call()
+        del grads  # freed while the backward still runs
+        torch.cuda.synchronize()
+        synced = torch.cuda.memory_stats()["requested_bytes.all.current"]
+        torch.empty(1, dtype=torch.uint8, device="cuda")
+        settled = torch.cuda.memory_stats()["requested_bytes.all.current"]
+        print(f"side stream, trial {trial}: requested after a synchronize {synced:,} B, after one allocation "
+              f"{settled:,} B ({synced - settled:,} B released then)", flush=True)

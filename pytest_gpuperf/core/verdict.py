@@ -131,6 +131,11 @@ class Verdict:
             return None
         return max(self.noise_bound, self.threshold - min(self.noise_bound, self.margin * self.threshold))
 
+    @property
+    def changed(self) -> bool:
+        """Time or peak memory read `slower` or `faster`: a change an A/B confirms in more rounds."""
+        return self.time in ("slower", "faster") or self.memory in ("slower", "faster")
+
     def judgement(self) -> Judgement:
         """This verdict as a judged result keeps it."""
         return Judgement(self.time, self.memory, self.change, self.memory_change, self.noise_bound, self.fixed_bound,

@@ -16,6 +16,7 @@ from .device import ClockState, power_share, read_clocks
 from .host_pace import HostPace, spin_each_ms, spin_gpu_ms
 from .method import MAX_GRAPH_CALLS, graph_calls, graph_timed, launch_bound
 from .measurement import CaptureFailure, Measurement, PhaseClock, TimingConfig, should_stop, tensor_bytes
+from .peak_memory import call_peak
 from .power_cap import (FILL_FACTOR, FILL_FIRST_MS, FILL_GAPS, POWER_CAP_AHEAD, POWER_CAP_MIN_S, POWER_CAP_STEP_S,
                         POWER_CAP_WARMUP_S, cap_clear, cap_settled, clock_matched)
 from .replay_state import NODES, SPIN_MS, ReplayProbe, empty_kernel, slowed_by
@@ -34,8 +35,6 @@ PENDING_TOLERANCE_MS = 0.2
 PENDING_FRACTION = 0.25
 #: Samples over which a batch's host queuing time is taken (longer batches fill the launch queue).
 QUEUE_PROBE = 32
-#: torch.cuda.memory_stats keys of the bytes code asked the caching allocator for, now and at peak.
-REQUESTED_NOW, REQUESTED_PEAK = "requested_bytes.all.current", "requested_bytes.all.peak"
 #: Samples of each kind in the frame calibration.
 FRAME_SAMPLES = 100
 #: GPU time of the spin timed in a frame: a few µs, so a clock below boost lengthens it by little.
@@ -62,17 +61,6 @@ def clock_up(readings: list[ClockState]) -> bool:
         return True
     return (len(readings) >= 2 and bool(readings[-2].sm_clock_mhz)
             and abs(last.sm_clock_mhz - readings[-2].sm_clock_mhz) <= WARMUP_STEADY_MHZ)
-
-
-def allocator_bytes(torch: Any) -> tuple[int, int]:
-    """(now, peak since the last reset) bytes that code asked the caching allocator for. The bytes it
-    handed out include its rounding, which depends on what it holds cached (3 MB of a 220 MB attention
-    backward on an H100), so one call's peak would differ between processes; torch without request
-    counts gives those."""
-    stats = torch.cuda.memory_stats() if hasattr(torch.cuda, "memory_stats") else {}
-    if REQUESTED_NOW in stats and REQUESTED_PEAK in stats:
-        return stats[REQUESTED_NOW], stats[REQUESTED_PEAK]
-    return torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
 
 
 class CudaTimer:
@@ -211,16 +199,9 @@ class CudaTimer:
         return min(gpu, statistics.median(host))
 
     def _peak_memory(self) -> tuple[Any, int]:
-        """One call's result and its peak memory: inputs plus everything allocated during the call (the
-        garbage collector held off, so earlier tests' garbage freed meanwhile cannot lower the peak)."""
-        torch = self.torch
-        torch.cuda.synchronize()
-        with gc_paused():
-            before, _ = allocator_bytes(torch)
-            torch.cuda.reset_peak_memory_stats()
-            value = self.fn()
-            torch.cuda.synchronize()
-        return value, allocator_bytes(torch)[1] - before + tensor_bytes(self.inputs)
+        """One call's result and its peak memory: its inputs plus what it asked for (`call_peak`)."""
+        value, peak = call_peak(self.torch, self.index, self.fn)
+        return value, peak + tensor_bytes(self.inputs)
 
     # -- sampling ----------------------------------------------------------------------------
     def _pad(self, host_ms: float) -> None:
