@@ -268,7 +268,7 @@ def _extra_peak(fn) -> int:
     """Bytes requested at the peak of fn() beyond those held before it, counted as the harness counts
     a call's peak (requested, not the allocator's rounded blocks)."""
     gc.collect()  # garbage of earlier tests freed inside fn() would hide part of its peak
-    result, peak = call_peak(torch, torch.cuda.current_device(), fn)
+    result, peak = call_peak(torch, fn)
     del result
     return peak
 

@@ -243,8 +243,7 @@ class SimDevice:
             get_device_properties=lambda i: SimpleNamespace(L2_cache_size=self.l2_bytes),
             memory_allocated=lambda: 0, max_memory_allocated=lambda: 0, reset_peak_memory_stats=lambda: None,
         )
-        return SimpleNamespace(cuda=cuda, zeros=zeros, empty=lambda *a, **k: Tensor(4), sum=total, float32="float32",
-                               uint8="uint8")
+        return SimpleNamespace(cuda=cuda, zeros=zeros, empty=lambda *a, **k: Tensor(4), sum=total, float32="float32")
 
     def kernel(self, ms: float, host_ms: float = 0.0):
         """A callable that launches one kernel of `ms` GPU time, its launch costing `host_ms`."""

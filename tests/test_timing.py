@@ -899,23 +899,6 @@ def test_sim_peak_memory_counts_the_bytes_asked_for_not_the_allocators_rounding(
     assert _run(sim, sim.kernel(0.25, host_ms=0.05)).peak_memory_bytes == 203 << 20
 
 
-def test_sim_peak_memory_leaves_out_frees_the_allocator_had_not_yet_released(sim) -> None:
-    """Blocks freed while a stream still used them count as requested until the allocator's next
-    allocation releases them: they are released before the call, so the call's first allocation
-    cannot release them and lower its peak (12 MB of an attention backward's 207 MB on an H200)."""
-    pending = [12 << 20]
-    stats = {"requested_bytes.all.peak": 205 << 20}
-    sim.torch.cuda.memory_stats = lambda: {**stats, "requested_bytes.all.current": (5 << 20) + pending[0]}
-    real_empty = sim.torch.empty
-
-    def empty(*args, **kwargs):
-        pending[0] = 0  # the allocator releases what finished at its next allocation
-        return real_empty(*args, **kwargs)
-
-    sim.torch.empty = empty
-    assert _run(sim, sim.kernel(0.25, host_ms=0.05)).peak_memory_bytes == 200 << 20
-
-
 def _entry(stored: dict) -> Entry:
     """A stored entry of a test with `stored`'s keys (its median aside)."""
     return Entry.from_dict({"median_ms": 1.0, **stored})

@@ -6,7 +6,7 @@ shaped differently before each (nothing, emptied, blocks of 3, 5 and 33 MB cache
 measurement's peak (requested bytes, as stored) and the allocated bytes' peak over the same call.
 Then the same call on a stream of its own (as the timer's calibration stream runs it), its gradients
 dropped while it still runs: the requested bytes after a synchronize, and after one more allocation
-(`peak_memory.settle_frees`), three times.
+(which releases blocks freed while a stream still used them), three times.
 """
 import torch
 

@@ -200,7 +200,7 @@ class CudaTimer:
 
     def _peak_memory(self) -> tuple[Any, int]:
         """One call's result and its peak memory: its inputs plus what it asked for (`call_peak`)."""
-        value, peak = call_peak(self.torch, self.index, self.fn)
+        value, peak = call_peak(self.torch, self.fn)
         return value, peak + tensor_bytes(self.inputs)
 
     # -- sampling ----------------------------------------------------------------------------

@@ -10,15 +10,6 @@ from .calibration import gc_paused
 REQUESTED_NOW, REQUESTED_PEAK = "requested_bytes.all.current", "requested_bytes.all.peak"
 
 
-def settle_frees(torch: Any, index: int) -> None:
-    """Make the caching allocator release the blocks freed while a stream they were recorded on still
-    used them: it does so at its next allocation, and until then their bytes still count as requested.
-    Left pending at the start of a call, the call's first allocation releases them and its peak reads
-    that much less (a bf16 attention backward's last gradients, 12,288,000 bytes, on an H200)."""
-    torch.cuda.synchronize()
-    torch.empty(1, dtype=torch.uint8, device=f"cuda:{index}")
-
-
 def allocator_bytes(torch: Any) -> tuple[int, int]:
     """(now, peak since the last reset) bytes that code asked the caching allocator for. The bytes it
     handed out include its rounding, which depends on what it holds cached (3 MB of a 220 MB attention
@@ -30,11 +21,11 @@ def allocator_bytes(torch: Any) -> tuple[int, int]:
     return torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
 
 
-def call_peak(torch: Any, index: int, fn: Callable[[], Any]) -> tuple[Any, int]:
+def call_peak(torch: Any, fn: Callable[[], Any]) -> tuple[Any, int]:
     """fn()'s result and the bytes it asked for at its peak beyond those held before it (the garbage
     collector held off, so earlier garbage freed meanwhile cannot lower the peak)."""
     with gc_paused():
-        settle_frees(torch, index)
+        torch.cuda.synchronize()
         before, _ = allocator_bytes(torch)
         torch.cuda.reset_peak_memory_stats()
         value = fn()
