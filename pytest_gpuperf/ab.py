@@ -3,8 +3,8 @@ alternating pytest processes, each test judged from its rounds (the recommended 
 
 BASE is checked out with `git worktree` into a temporary folder. Round 1 runs every selected test
 on each side (base first); later rounds run, in the other order (base, head, head, base, ...), only
-the tests still `unsure` and the `slower` or `faster` ones (time or peak memory) that each side has not yet measured
-CONFIRMING_ROUNDS times (unsure ones within a `Budget`: ab_budget.py), so that clocks, power and
+the tests still `unsure` and the `slower` or `faster` ones (time or peak memory) that each side has
+not yet measured CONFIRMING_ROUNDS times (unsure ones within a `Budget`: ab_budget.py), so that clocks, power and
 placement fall on both sides alike (ab_gpus.py runs this on each GPU for its part of the tests).
 With `count_undecided`, one more process a side then counts the tests time left open by hardware
 counters before timing them once more, and every test is judged again with them.
