@@ -26,13 +26,13 @@ from pathlib import Path
 from .ab_budget import Budget, Spent, latest_cost_s, left_out_note, left_out_said, next_round
 from .ab_checkout import AbError, base_checkout, git, in_base, pytest_args_for, rounds_folder
 from .ab_process import PYTEST_NO_TESTS, PYTEST_RAN, Runner, failed_count, failed_tests, only_in_head, run_pytest
+from .ab_stored import is_graph_timed, stored_history, stored_spreads
 from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Entry, Measured, Method, Result
 from .core.units import as_number, plural
 from .core.verdict import (DEFAULT_THRESHOLD, Verdict, could_decide, is_regression, is_undecided, judge,
                            projected_bound, throttle_reasons)
-from .store.baseline import BaselineError, alike, baseline_path, load
 from .store.plan import Plan
 from .store.results import load_recording
 
@@ -96,7 +96,7 @@ class Side:
     def offsets(self) -> list[float]:
         """ms per call each round's graph-timed tests read above the side's typical round
         (`core.noise.process_offsets`)."""
-        return process_offsets([{i: r.stats.median_ms for i, r in measured.items() if _graph_timed(r)}
+        return process_offsets([{i: r.stats.median_ms for i, r in measured.items() if is_graph_timed(r)}
                                 for measured in self.rounds])
 
     def measured(self) -> collections.Counter:
@@ -111,14 +111,10 @@ class Side:
         rounds = self.rounds
         if offsets is not None:
             counts = self.measured()
-            rounds = [{i: _less(r, offset) if offset and counts[i] >= OFFSET_MIN_ROUNDS and _graph_timed(r) else r
+            rounds = [{i: _less(r, offset) if offset and counts[i] >= OFFSET_MIN_ROUNDS and is_graph_timed(r) else r
                        for i, r in measured.items()} for measured, offset in zip(rounds, offsets)]
         ids = sorted(set().union(*rounds))
         return {i: combined([r[i] for r in rounds if i in r]) for i in ids}
-
-
-def _graph_timed(record: Measured) -> bool:
-    return record.method == Method.GRAPH.value
 
 
 def _less(record: Result, offset_ms: float) -> Result:
@@ -216,46 +212,6 @@ def combined(records: list[Result]) -> Result:
                    peak_memory_history=peaks or None, counters=counted)
 
 
-#: A stored entry's recordings pool into a graph-timed test's spread (`stored_spreads`) when it holds
-#: this many or more (two degrees of freedom).
-STORED_MIN_RECORDINGS = 3
-
-
-def stored_spreads(directory: Path | None, device: dict | None, say: Callable[[str], None]) -> dict[str, Entry]:
-    """Test id -> the graph-timed entries with STORED_MIN_RECORDINGS or more in this GPU's stored
-    baseline (`directory/<key>.yaml`, the base revision's copy), whose recordings pool into the
-    test's A/B spread. A graph-timed call moves between processes with where its few blocks land, as
-    far on one machine as across machines, and a side's three rounds may all land alike
-    (docs/gate.md). Event-timed entries are left out: across machines they spread with clocks and
-    power, which both sides of an A/B share. {} without a baseline (said in one line); an unusable
-    one is reported and left as it is."""
-    key = (device or {}).get("key")
-    if directory is None or not key:
-        return {}
-    path = baseline_path(directory, key)
-    try:
-        stored = load(path, key)
-    except BaselineError as exc:
-        say(f"gpuperf ab: {exc}; judged without its recordings")
-        return {}
-    if stored is None:
-        say(f"gpuperf ab: no stored baseline {path} in the base revision: each test is judged from its rounds alone")
-        return {}
-    entries = {i: e for i, e in stored.entries.items()
-               if _graph_timed(e) and len(e.history or []) >= STORED_MIN_RECORDINGS}
-    say(f"gpuperf ab: {plural(len(entries), 'graph-timed entry', 'graph-timed entries')} of {path} "
-        f"{'holds' if len(entries) == 1 else 'hold'} {STORED_MIN_RECORDINGS} or more recordings; their spread pools "
-        f"into their tests'")
-    return entries
-
-
-def _stored_history(record: Result, entry: Entry | None) -> list[float]:
-    """The stored recordings of the base's record of a test, where they were measured as this run
-    measures it (graph-timed, same cache mode and timing): their spread pools into the test's."""
-    usable = entry is not None and _graph_timed(record) and alike(entry, record)
-    return entry.history if usable else []
-
-
 #: How strongly a verdict claims something: a process offset may lower it, never raise it.
 _CLAIM = {"same": 0, "unsure": 1, "slower": 2, "faster": 2}
 
@@ -291,7 +247,7 @@ def _judge(old: Mapping[str, Result], new: Mapping[str, Result], stored: Mapping
     for nodeid in sorted(old.keys() | new.keys()):
         limit = _asked(new.get(nodeid) or old[nodeid])
         base, now = old.get(nodeid), new.get(nodeid)
-        related = _stored_history(base, stored.get(nodeid)) if base is not None else []
+        related = stored_history(base, stored.get(nodeid)) if base is not None else []
         out[nodeid] = judge(base, now, limit, prior=SAME_MACHINE, related=related)
     return out
 
@@ -307,34 +263,44 @@ def first_methods(side: Side) -> dict[str, str]:
 #: prior allows (docs/gate.md), and two rounds a side let such a test read a change that a third
 #: round does not repeat.
 CONFIRMING_ROUNDS = 3
-#: Verdicts that claim a change, and so are measured again until confirmed.
+#: Verdicts that claim a change (`Verdict.changed` says whether time or peak memory does).
 _CHANGED = ("slower", "faster")
 
 
 def undecided(verdicts: dict[str, Verdict], base: Side, head: Side, rounds: int,
               stored: Mapping[str, Entry] | None = None) -> tuple[list[str], list[str]]:
-    """(tests another round could still decide, unsure tests it could not). Measured again: `slower`
-    or `faster` ones, by time or peak memory (`Verdict.changed`), that either side has measured fewer than
-    CONFIRMING_ROUNDS times, and `unsure`
-    ones whose noise bound, projected to `rounds` a side, could still decide them (`could_decide`). The
-    rest are unsure for good: noise beyond their threshold at every round count `--rounds` allows."""
-    base_rounds, head_rounds = base.measured(), head.measured()
+    """(tests another round could still decide, unsure tests it could not). Measured again: the
+    changes still to confirm (`to_confirm`), and `unsure` ones whose noise bound, projected to
+    `rounds` a side, could still decide them (`could_decide`). The rest are unsure for good: noise
+    beyond their threshold at every round count `--rounds` allows."""
     old, new = base.combined(), head.combined()
+    confirm = to_confirm(verdicts, base, head)
     again, hopeless = [], []
     for k, v in sorted(verdicts.items()):
-        if v.changed and min(base_rounds[k], head_rounds[k]) < CONFIRMING_ROUNDS:
+        if k in confirm:
             again.append(k)
         elif v.time == "unsure":
             decidable = k in old and k in new and could_decide(v, projected_bound(
-                old[k], new[k], rounds, SAME_MACHINE, _stored_history(old[k], (stored or {}).get(k))))
+                old[k], new[k], rounds, SAME_MACHINE, stored_history(old[k], (stored or {}).get(k))))
             (again if decidable else hopeless).append(k)
     return again, hopeless
 
 
+def to_confirm(verdicts: Mapping[str, Verdict], base: Side, head: Side) -> set[str]:
+    """The tests whose time or peak memory reads a change (`Verdict.changed`) that either side has
+    measured fewer than CONFIRMING_ROUNDS times: they run again whatever the budget."""
+    base_rounds, head_rounds = base.measured(), head.measured()
+    return {k for k, v in verdicts.items() if v.changed and min(base_rounds[k], head_rounds[k]) < CONFIRMING_ROUNDS}
+
+
 def counts_text(verdicts: dict[str, Verdict]) -> str:
-    """'3 slower, 1 unsure, 40 same': the verdicts so far, so a run cut short still says something."""
+    """'3 slower, 1 unsure, 40 same, 1 more peak memory': the verdicts so far, so a run cut short still
+    says something."""
     counts = collections.Counter(v.time for v in verdicts.values())
-    return ", ".join(f"{counts[t]} {t}" for t in ("slower", "unsure", "faster", "same", "new", "missing") if counts[t])
+    memory = collections.Counter(v.memory for v in verdicts.values())
+    return ", ".join([f"{counts[t]} {t}" for t in ("slower", "unsure", "faster", "same", "new", "missing") if counts[t]]
+                     + [f"{memory[m]} {word} peak memory" for m, word in (("slower", "more"), ("faster", "less"))
+                        if memory[m]])
 
 
 @dataclass(frozen=True)
@@ -407,7 +373,7 @@ def alternate(run: AbRun, co: Checkout, base: Side, head: Side, select: list[str
                         f"{'its' if len(newly) == 1 else 'their'} threshold even at {run.rounds} rounds a side")
             if run.budget is not None and plan.select and index + 1 < run.rounds:
                 plan.select, dropped = _within_budget(run, [k for k in plan.select if k not in over_budget],
-                                                      verdicts, base, head, run.rounds - index - 2)
+                                                      verdicts, base, head, _confirming_after(run.rounds, index))
                 over_budget.update(dropped)
             if not plan.select:
                 break
@@ -488,11 +454,17 @@ def _within_budget(run: AbRun, select: list[str], verdicts: dict[str, Verdict], 
     with `after` rounds that may follow it."""
     spent = Spent.of([(side.process_seconds, side.rounds) for side in (base, head)])
     cost_s = {k: latest_cost_s(k, [base.rounds, head.rounds]) for k in select}
-    kept, dropped, note = next_round(run.budget, spent, select, {k for k in select if verdicts[k].changed},
+    kept, dropped, note = next_round(run.budget, spent, select, to_confirm(verdicts, base, head) & set(select),
                                      cost_s, after)
     if note:
         run.say(note)
     return kept, dropped
+
+
+def _confirming_after(rounds: int, index: int) -> int:
+    """Rounds that may follow round `index + 2` to confirm a change it finds: every test still measured
+    was measured in each round, so a change found in round p needs CONFIRMING_ROUNDS - p more."""
+    return max(0, min(rounds, CONFIRMING_ROUNDS) - index - 2)
 
 
 def _rounds_before(side: Side, index: int) -> Side:

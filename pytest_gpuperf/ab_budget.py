@@ -1,7 +1,7 @@
 """`gpuperf ab --budget`: how long an A/B's pytest processes may take in all, and which unsure tests
 its later rounds then still measure (docs/gate.md, "Same-GPU A/B runs"). Round 1 always runs whole,
-and a `slower` or `faster` test is always measured until confirmed, so the budget never lets a
-change stand on fewer rounds; an unsure test it leaves out stays `unsure`, a weaker gate."""
+and a test whose time or peak memory reads `slower` or `faster` is always measured until confirmed,
+so the budget never lets a change stand on fewer rounds; an unsure test it leaves out stays `unsure`, a weaker gate."""
 from __future__ import annotations
 
 import re
@@ -150,7 +150,8 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
                cost_s: Mapping[str, float], after: int = 0) -> tuple[list[str], list[str], str | None]:
     """(the tests the next round measures within `budget`, those it leaves out, a line saying so or
     None). `after`: the rounds that may still follow it; each keeps back what its processes cost
-    beyond their tests, for the rounds that confirm a change this one finds (always run). Each process is taken to cost what the costliest later one so far cost beyond its tests,
+    beyond their tests, for the rounds that confirm a change this one finds (always run). Each
+    process is taken to cost what the costliest later one so far cost beyond its tests,
     plus the first call that may move to one of its tests (`Spent.moved_first_call_s`: the process's
     first `torch.compile` lands on whichever test runs first; docs/gate.md). Before a later process has
     run: LATER_PROCESS_S, or less where a plain run or the cheaper of round 1's processes beyond its
@@ -167,7 +168,8 @@ def next_round(budget: Budget, spent: Spent, select: Sequence[str], required: se
     kept, dropped = within(select, required, left_s - kept_back_s, fixed_s, cost_s)
     if not dropped:
         return kept, dropped, None
-    held = f", {kept_back_s:.0f} s of them kept for confirming a change" if kept_back_s and left_s > 0 else ""
+    kept_s = min(kept_back_s, max(left_s, 0.0))
+    held = f", {kept_s:.0f} s of them kept for confirming a change" if kept_s else ""
     return kept, dropped, (f"gpuperf ab: {plural(len(dropped), 'unsure test')} not measured again: the budget "
                            f"({budget}, {limit_s:.0f} s) has {max(left_s, 0.0):.0f} s left{held}; --budget "
                            f"{NO_BUDGET} measures them")

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .ab import (AbError, AbIncomplete, AbInterrupted, AbRun, Checkout, Side, alternate, checkout, counts_text,
-                 stored_spreads)
+from .ab import AbError, AbIncomplete, AbInterrupted, AbRun, Checkout, Side, alternate, checkout, counts_text
+from .ab_stored import stored_spreads
 from . import ab_process
 from .ab_process import PYTEST_NO_TESTS, only_in_head, stop_children
 from .core.shards import partition

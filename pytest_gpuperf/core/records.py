@@ -239,7 +239,8 @@ class Result:
     remeasured: int = field(default=0, metadata=_json(24))
     first_call_s: float = field(default=0.0, metadata=_json(28))
     history: list[float] | None = field(default=None, metadata=_json(29))  # one median per process (A/B rounds)
-    # read from a stored entry (a baseline loaded as results): kept so that its comparison is the entry's
+    # read from a stored entry (a baseline loaded as results), or an A/B side's rounds (`ab.combined`):
+    # kept so that its comparison is the entry's
     peak_memory_history: list[int] | None = field(default=None, metadata={"stored": True})
     drift: float | None = field(default=None, metadata={"stored": True})
     threshold: float | None = field(default=None, metadata=_json(22))

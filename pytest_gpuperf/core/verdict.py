@@ -43,6 +43,7 @@ The noise bound is also each test's smallest detectable change, which the report
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -236,17 +237,19 @@ def effective_threshold(threshold: float, base_ms: float, prior: Prior = ACROSS_
 def _judge_memory(base: Measured, now: Measured, threshold: float) -> tuple[str, float | None, str]:
     """Peak memory against the range of the stored recordings' peaks: one call's peak differs between
     processes of unchanged code (docs/gate.md), so growth counts past the largest, shrinking past the
-    smallest."""
-    peaks = memory_peaks(base)
-    n = as_number(now.peak_memory_bytes)
-    if not peaks or n is None:
+    smallest. Where `now` holds several peaks (an A/B side's rounds), growth is its lower middle one's
+    and shrinking its upper middle one's, so one process's outlier moves neither."""
+    peaks, ours = memory_peaks(base), memory_peaks(now)
+    if not peaks or not ours:
         return "same", None, ""
     low, high = min(peaks), max(peaks)
-    if n - high > max(threshold * high, MEMORY_ABS_FLOOR):
-        verdict, b = "slower", high
-    elif low - n > max(threshold * low, MEMORY_ABS_FLOOR):
-        verdict, b = "faster", low
+    grown, shrunk = statistics.median_low(ours), statistics.median_high(ours)
+    if grown - high > max(threshold * high, MEMORY_ABS_FLOOR):
+        verdict, b, n = "slower", high, grown
+    elif low - shrunk > max(threshold * low, MEMORY_ABS_FLOOR):
+        verdict, b, n = "faster", low, shrunk
     else:
+        n = grown
         verdict, b = "same", min(max(n, low), high)  # the nearest recorded peak
     change = (n / b - 1.0) if b > 0 else None
     shown = fmt_change(change) if change is not None else f"{fmt_bytes(n - b)}"
