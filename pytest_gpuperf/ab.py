@@ -414,8 +414,8 @@ def _round(run: AbRun, co: Checkout, sides: tuple[Side, Side], index: int, plan:
 
 def left_open(verdicts: Mapping[str, Verdict], base: Side, head: Side) -> list[str]:
     """The tests `count_undecided` counts: those time left open (`unsure`, or a `same` that could not
-    see the threshold its test asked for, as the report's `same?`) and the ones time reads `slower` or `faster`,
-    whose counters say whether the code or the machine moved."""
+    see the threshold its test asked for, as the report's `same?`) and the ones time reads `slower`
+    or `faster`, whose counters say whether the code or the machine moved."""
     old, new = base.combined(), head.combined()
     return sorted(k for k, v in verdicts.items() if v.time in ("unsure", *_CHANGED)
                   or is_undecided(v.time, v.detectable, _asked(new.get(k) or old[k])))
