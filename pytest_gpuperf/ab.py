@@ -31,7 +31,7 @@ from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Entry, Measured, Method, Result
 from .core.units import as_number, plural
-from .core.verdict import (DEFAULT_THRESHOLD, Verdict, could_decide, is_regression, is_undecided, judge,
+from .core.verdict import (Verdict, asked_threshold, could_decide, is_regression, is_undecided, judge,
                            projected_bound, throttle_reasons)
 from .store.plan import Plan
 from .store.results import load_recording
@@ -237,15 +237,10 @@ def judge_sides(base: Side, head: Side, stored: Mapping[str, Entry] | None = Non
     return verdicts
 
 
-def _asked(record: Result) -> float:
-    """The threshold a test asked for: its marker's, else the pytest arguments', else the default."""
-    return float(record.threshold) if record.threshold is not None else DEFAULT_THRESHOLD
-
-
 def _judge(old: Mapping[str, Result], new: Mapping[str, Result], stored: Mapping[str, Entry]) -> dict[str, Verdict]:
     out = {}
     for nodeid in sorted(old.keys() | new.keys()):
-        limit = _asked(new.get(nodeid) or old[nodeid])
+        limit = asked_threshold(new.get(nodeid) or old[nodeid])
         base, now = old.get(nodeid), new.get(nodeid)
         related = stored_history(base, stored.get(nodeid)) if base is not None else []
         out[nodeid] = judge(base, now, limit, prior=SAME_MACHINE, related=related)
@@ -418,7 +413,7 @@ def left_open(verdicts: Mapping[str, Verdict], base: Side, head: Side) -> list[s
     or `faster`, whose counters say whether the code or the machine moved."""
     old, new = base.combined(), head.combined()
     return sorted(k for k, v in verdicts.items() if v.time in ("unsure", *_CHANGED)
-                  or is_undecided(v.time, v.detectable, _asked(new.get(k) or old[k])))
+                  or is_undecided(v.time, v.detectable, asked_threshold(new.get(k) or old[k])))
 
 
 def _count_round(run: AbRun, co: Checkout, sides: tuple[Side, Side], plan: Plan, verdicts: dict[str, Verdict],

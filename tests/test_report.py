@@ -500,3 +500,14 @@ def test_the_tables_name_the_peak_each_result_is_held_against_and_which_results_
     assert row.index("copy 128 MiB") + len("copy 128 MiB") == header.index(" of") + len(" of")
     del fast.above_peak
     assert "beats the peak probe" not in report_table.terminal_lines(results, DEVICE, width=120)[-1]
+
+
+def test_a_regression_without_a_message_is_judged_at_its_own_threshold_0_included():
+    """A regression listed without a stored message is judged again at the threshold its test asked
+    for: 0% stays 0% (its smallest meaningful change, 0.125% here), not the 5% default."""
+    base = result({"median_ms": 1.0, "noise": 0.001, "samples": 100, "ci_ms": [0.999, 1.001]})
+    now = result({"median_ms": 1.03, "noise": 0.001, "samples": 100, "ci_ms": [1.029, 1.031], "threshold": 0.0})
+    now.baseline = base
+    judged(now, verdict="slower", regression=True)
+    text = md_report.markdown([now], DEVICE, SOFTWARE)
+    assert "slower: baseline 1.000 ms, now 1.030 ms, change +3.0% (threshold 0.125%" in text

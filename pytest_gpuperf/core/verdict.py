@@ -83,6 +83,13 @@ VERDICTS = ("faster", "same", "slower", "unsure", "new", "missing")
 HOST_METHODS = frozenset({Method.CPU.value, Method.HOST_SYNC.value})
 
 
+def asked_threshold(record: Measured) -> float:
+    """The threshold a test asked for: its marker's or the pytest arguments' (0% included), else the
+    default."""
+    value = as_number(record.threshold)
+    return float(value) if value is not None else DEFAULT_THRESHOLD
+
+
 def parse_threshold(text: str | float) -> float:
     """'5%' -> 0.05, '0.05' -> 0.05, '12.5%' -> 0.125 (numbers are accepted as fractions).
 

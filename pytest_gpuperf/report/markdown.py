@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ..core.files import atomic_write_text
 from ..core.records import Result
-from ..core.verdict import DEFAULT_THRESHOLD, judge
+from ..core.verdict import asked_threshold, judge
 from .rows import COLUMNS, ceiling_line, cells_of, counters_line, grouped, kept_columns, peaks_text, summary_counts
 
 _MD_VERDICT = {
@@ -56,7 +56,7 @@ def markdown(results: list[Result], device: dict, software: dict, *, note: str |
         for r in regressions:
             msg = r.judged.message or ""
             if not msg and r.baseline is not None:
-                msg = judge(r.baseline, r, float(r.threshold or DEFAULT_THRESHOLD)).message
+                msg = judge(r.baseline, r, asked_threshold(r)).message
             out.append(f"- `{_md_escape(r.id.nodeid)}`: {_md_escape(msg or r.judged.verdict)}")
         out.append("")
     keep = kept_columns(cells_of(r) for r in results)
