@@ -289,12 +289,12 @@ def to_confirm(verdicts: Mapping[str, Verdict], base: Side, head: Side) -> set[s
 
 
 def counts_text(verdicts: dict[str, Verdict]) -> str:
-    """'3 slower, 1 unsure, 40 same, 1 more peak memory': the verdicts so far, so a run cut short still
-    says something."""
+    """'3 slower, 1 unsure, 40 same, 1 with more peak memory': the verdicts so far, so a run cut short
+    still says something."""
     counts = collections.Counter(v.time for v in verdicts.values())
     memory = collections.Counter(v.memory for v in verdicts.values())
     return ", ".join([f"{counts[t]} {t}" for t in ("slower", "unsure", "faster", "same", "new", "missing") if counts[t]]
-                     + [f"{memory[m]} {word} peak memory" for m, word in (("slower", "more"), ("faster", "less"))
+                     + [f"{memory[m]} with {word} peak memory" for m, word in (("slower", "more"), ("faster", "less"))
                         if memory[m]])
 
 

@@ -194,7 +194,7 @@ def _run_part(run: AbRun, co: Checkout, part: Part, stop: threading.Event, first
 
 
 def _shared_spreads(co: Checkout, say: Callable[[str], None]) -> Callable[[dict | None], dict[str, Entry]]:
-    """`ab.stored_spreads` read once for all the GPUs' parts (they share one GPU model)."""
+    """`ab_stored.stored_spreads` read once for all the GPUs' parts (they share one GPU model)."""
     lock, cache = threading.Lock(), {}
 
     def spreads(device: dict | None) -> dict[str, Entry]:

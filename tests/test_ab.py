@@ -18,6 +18,7 @@ import pytest
 from pytest_gpuperf import ab, cli
 from pytest_gpuperf import ab_budget, ab_process
 from pytest_gpuperf.ab_budget import Budget, within
+from pytest_gpuperf.core.records import Entry
 from pytest_gpuperf.core.versions import TIMING_VERSION
 from pytest_gpuperf.store import results as results_store
 from pytest_gpuperf.store.plan import Plan
@@ -451,7 +452,7 @@ def test_a_peak_memory_change_is_confirmed_in_later_rounds_like_time(repo: Path)
     run = ab.AbRun(["-q"], rounds=3, runner=fake_runner(medians, calls, peaks=peaks), say=lines.append)
     verdicts, base, head = ab.compare_revisions(run, repo, "HEAD")
     assert [ids for _, ids, _ in calls] == [["t::a", "t::b", "t::c"]] * 4 + [["t::b"]] * 2
-    assert "gpuperf ab: after round 1: 3 same, 3 more peak memory" in lines
+    assert "gpuperf ab: after round 1: 3 same, 3 with more peak memory" in lines
     assert {k: v.memory for k, v in verdicts.items()} == {"t::a": "same", "t::b": "slower", "t::c": "same"}
     assert base.combined()["t::a"].peak_memory_history == [195 * mib, 207 * mib]
     assert ab.report(verdicts, base, head, say=lines.append) == 1
@@ -468,6 +469,10 @@ def test_one_low_peak_among_two_rounds_is_no_shrinking() -> None:
     assert judge(base, head, 0.05).memory == "same" and judge(head, base, 0.05).memory == "same"
     lower = ab.combined([result({"median_ms": 1.0, "peak_memory_bytes": 180 * mib})] * 2)
     assert judge(base, lower, 0.05).memory == "faster"
+    # a stored entry compared as the new side (gpuperf compare OLD NEW.yaml) grows by its largest peak
+    entry = Entry.from_dict({"median_ms": 1.0, "peak_memory_bytes": 230 * mib,
+                             "peak_memory_history": [200 * mib, 200 * mib, 230 * mib]})
+    assert judge(result({"median_ms": 1.0, "peak_memory_bytes": 200 * mib}), entry, 0.05).memory == "slower"
 
 
 def test_a_confirmed_change_runs_again_only_while_a_side_has_fewer_than_three_rounds() -> None:

@@ -20,7 +20,7 @@ MAX_LINES = 550
 #: not a sibling of its rank with another name unless both are top-level entry points.
 RANKS = {"core": 0, "measure": 1, "store": 1, "report": 2, "plugin": 3, "cli": 3, "ab": 3, "ab_process": 3,
          "ab_budget": 3, "ab_gpus": 3,
-         "ab_checkout": 3, "ab_stored": 3}
+         "ab_checkout": 3, "ab_stored": 2}
 TOP_RANK = 3
 
 

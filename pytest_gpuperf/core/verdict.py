@@ -84,10 +84,12 @@ HOST_METHODS = frozenset({Method.CPU.value, Method.HOST_SYNC.value})
 
 
 def asked_threshold(record: Measured) -> float:
-    """The threshold a test asked for: its marker's or the pytest arguments' (0% included), else the
-    default."""
-    value = as_number(record.threshold)
-    return float(value) if value is not None else DEFAULT_THRESHOLD
+    """The threshold a test asked for: its marker's or the pytest arguments' (0% included), else (none,
+    or not a threshold) the default."""
+    try:
+        return parse_threshold(record.threshold)
+    except ValueError:
+        return DEFAULT_THRESHOLD
 
 
 def parse_threshold(text: str | float) -> float:
@@ -188,7 +190,7 @@ def legacy_sd(base: Measured) -> float | None:
 def spread(base: Measured, now: Measured, prior: Prior = ACROSS_MACHINES, related: Sequence[float] = ()) -> noise.Spread:
     """The test's pooled run-to-run spread from both sides' medians, and `related` (medians of the test
     measured elsewhere, not compared, whose spread counts too: `gpuperf ab` passes the stored
-    baseline's, ab.stored_spreads)."""
+    baseline's, ab_stored.stored_spreads)."""
     return noise.pooled_spread(medians(base), medians(now), prior, legacy_sd=legacy_sd(base),
                                related=positive_numbers(list(related)))
 
@@ -244,13 +246,15 @@ def effective_threshold(threshold: float, base_ms: float, prior: Prior = ACROSS_
 def _judge_memory(base: Measured, now: Measured, threshold: float) -> tuple[str, float | None, str]:
     """Peak memory against the range of the stored recordings' peaks: one call's peak differs between
     processes of unchanged code (docs/gate.md), so growth counts past the largest, shrinking past the
-    smallest. Where `now` holds several peaks (an A/B side's rounds), growth is its lower middle one's
-    and shrinking its upper middle one's, so one process's outlier moves neither."""
-    peaks, ours = memory_peaks(base), memory_peaks(now)
-    if not peaks or not ours:
+    smallest. Growth is judged on `now`'s peak (an A/B side's lower middle one, `ab.combined`; a stored
+    entry's largest), shrinking on the upper middle of its peaks where that is higher, so one A/B
+    round's outlier makes no change appear."""
+    peaks = memory_peaks(base)
+    grown = as_number(now.peak_memory_bytes)
+    if not peaks or grown is None:
         return "same", None, ""
     low, high = min(peaks), max(peaks)
-    grown, shrunk = statistics.median_low(ours), statistics.median_high(ours)
+    shrunk = max(grown, statistics.median_high(memory_peaks(now)))
     if grown - high > max(threshold * high, MEMORY_ABS_FLOOR):
         verdict, b, n = "slower", high, grown
     elif low - shrunk > max(threshold * low, MEMORY_ABS_FLOOR):

@@ -57,7 +57,8 @@ def terminal_lines(results: list[Result], device: dict, width: int = 120) -> lis
 def _undecided(v: Verdict, record: Result | None) -> bool:
     """A `same` whose smallest detectable change exceeds the test's own threshold (the record's, as
     the run asked for it; else the verdict's): it decided nothing (rows.undecided_same)."""
-    return is_undecided(v.time, v.detectable, (record.threshold if record is not None else None) or v.threshold)
+    asked = record.threshold if record is not None else None
+    return is_undecided(v.time, v.detectable, v.threshold if asked is None else asked)
 
 
 def _label(key: str, rec: Result | None) -> str:
