@@ -31,8 +31,8 @@ from .core.counters import merge_all
 from .core.noise import OFFSET_MIN_ROUNDS, SAME_MACHINE, center, process_offsets
 from .core.records import Entry, Measured, Method, Result
 from .core.units import as_number, plural
-from .core.verdict import (Verdict, asked_threshold, could_decide, is_regression, is_undecided, judge,
-                           projected_bound, throttle_reasons)
+from .core.verdict import (CHANGES, Verdict, asked_threshold, could_decide, is_regression, is_undecided,
+                           judge, projected_bound, throttle_reasons)
 from .store.plan import Plan
 from .store.results import load_recording
 
@@ -258,8 +258,6 @@ def first_methods(side: Side) -> dict[str, str]:
 #: prior allows (docs/gate.md), and two rounds a side let such a test read a change that a third
 #: round does not repeat.
 CONFIRMING_ROUNDS = 3
-#: Verdicts that claim a change (`Verdict.changed` says whether time or peak memory does).
-_CHANGED = ("slower", "faster")
 
 
 def undecided(verdicts: dict[str, Verdict], base: Side, head: Side, rounds: int,
@@ -412,7 +410,7 @@ def left_open(verdicts: Mapping[str, Verdict], base: Side, head: Side) -> list[s
     see the threshold its test asked for, as the report's `same?`) and the ones time reads `slower`
     or `faster`, whose counters say whether the code or the machine moved."""
     old, new = base.combined(), head.combined()
-    return sorted(k for k, v in verdicts.items() if v.time in ("unsure", *_CHANGED)
+    return sorted(k for k, v in verdicts.items() if v.time in ("unsure", *CHANGES)
                   or is_undecided(v.time, v.detectable, asked_threshold(new.get(k) or old[k])))
 
 

@@ -79,6 +79,8 @@ REPLAY_CHARGE_FURTHER = 2.0
 SHIFT_SHARE = 0.5
 
 VERDICTS = ("faster", "same", "slower", "unsure", "new", "missing")
+#: The verdicts that claim a change.
+CHANGES = ("slower", "faster")
 #: Methods that time with the host's clock: judged with noise.ON_HOST.
 HOST_METHODS = frozenset({Method.CPU.value, Method.HOST_SYNC.value})
 
@@ -144,7 +146,7 @@ class Verdict:
     @property
     def changed(self) -> bool:
         """Time or peak memory read `slower` or `faster`: a change an A/B confirms in more rounds."""
-        return self.time in ("slower", "faster") or self.memory in ("slower", "faster")
+        return self.time in CHANGES or self.memory in CHANGES
 
     def judgement(self) -> Judgement:
         """This verdict as a judged result keeps it."""
@@ -315,14 +317,14 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
         time = "same"
     judged = time
     loaded = base.loaded is True, now.loaded is True
-    if loaded[0] != loaded[1] and time in ("slower", "faster"):
+    if loaded[0] != loaded[1] and time in CHANGES:
         time = "unsure"  # the cap held one side's clock in a loop, the other's between the harness's pauses
     clk_b, clk_n = as_number(base.sm_clock_mhz), as_number(now.sm_clock_mhz)
     # The side that read slower: this run for `slower`, the baseline for `faster`.
     slow, fast, sign = (now, base, 1.0) if time == "slower" else (base, now, -1.0)
     slowed = sorted(_slowdowns(slow) - _slowdowns(fast))
     capped = all(loaded) and not slowed  # the power cap set both sides' clocks, the slower side's lower
-    held = time in ("slower", "faster") and (bool(slowed) or capped) and bool(clk_b and clk_n) and (
+    held = time in CHANGES and (bool(slowed) or capped) and bool(clk_b and clk_n) and (
         sign * (clk_b - clk_n) > 0) and not beyond(  # the slower side ran at the lower clock,
         sign * ((1.0 + change) * clk_n / clk_b - 1.0), bound, threshold, prior.margin_share)  # which explains it
     if held:
@@ -330,7 +332,7 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
     nodes, whose = _graph_nodes(base, now)
     replay_ms = _replay_shift_ms(base, now, nodes)
     sign = 1.0 if time == "slower" else -1.0
-    replayed = time in ("slower", "faster") and sign * replay_ms > 0 and not beyond(
+    replayed = time in CHANGES and sign * replay_ms > 0 and not beyond(
         sign * ((now_ms - replay_ms) / base_ms - 1.0), bound, threshold, prior.margin_share)
     if replayed:
         time = "unsure"
@@ -375,7 +377,7 @@ def judge(base: Measured | None, now: Measured | None, threshold: float, prior: 
                      f"large kernels ran in it), which explains the change, so it is not judged "
                      f"{'slower' if replay_ms > 0 else 'faster'}: see docs/measurement.md, \"Replay state\"")
     # One measurement's samples: a record pooling several (A/B rounds) carries only the last one's.
-    one_run = time in ("slower", "faster") and len(medians(now)) == 1
+    one_run = time in CHANGES and len(medians(now)) == 1
     shift = level_shift(positive_numbers(now.stats.data), Z) if one_run else None  # an entry keeps no samples
     if shift is not None and shift * change > 0 and abs(shift) >= SHIFT_SHARE * abs(change):
         parts.append(f"this run's samples read {fmt_change(shift)} from their first quarter's median to their "
@@ -405,13 +407,13 @@ def counters_text(work: CounterVerdict, time: str, clk_b: float | None, clk_n: f
     if work.verdict == MORE:
         lead = "the code did more work" + (", though it ran faster" if time == "faster" else "")
         return f"counters more: {lead}: {work.message}" + (
-            "" if time in ("slower", "faster") else f"; timing alone read {time}")
+            "" if time in CHANGES else f"; timing alone read {time}")
     if work.verdict == LESS:
         return f"counters less: the code did less work: {work.message}"
     if work.verdict == OTHER:
         return f"counters other: {work.message}"
     text = f"counters same: {work.message}"
-    if time in ("slower", "faster") and not work.moved:
+    if time in CHANGES and not work.moved:
         clock = f", SM clock {clk_b:.0f} vs {clk_n:.0f} MHz" if clk_b and clk_n else ""
         text += f"{clock}: likely the machine, not the code"
     return text
